@@ -1,0 +1,3 @@
+"""models package of slimtrain."""
+
+from core import compat  # noqa: F401  (must run before tf_slim is used)

@@ -1,0 +1,45 @@
+"""Installs slimtrain; compiles protos/*.proto to *_pb2.py while building."""
+
+import os
+import sys
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+_ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+class BuildPyWithProtos(build_py):
+  """Compiles the protos into the source tree before the usual build_py."""
+
+  def run(self):
+    sys.path.insert(0, os.path.join(_ROOT, 'protos'))
+    import compile_protos  # pylint: disable=import-outside-toplevel
+    compile_protos.compile_all()
+    super().run()
+
+
+setup(
+    name='slimtrain',
+    version='0.1.0',
+    description=('Distributed multi-GPU training in the TF-Slim model_deploy / '
+                 'Object Detection legacy-trainer lineage, on TensorFlow 2.21'),
+    python_requires='>=3.11',
+    packages=['protos', 'deployment', 'core', 'builders', 'models', 'trainer',
+              'trainer.estimator', 'tools'],
+    package_data={'protos': ['*.proto']},
+    install_requires=[
+        # GPU users: pip install 'tensorflow[and-cuda]==2.21.*' first.
+        'tensorflow==2.21.*',
+        'tf-slim==1.1.0',
+        'tf-keras==2.21.*',
+        'numpy',
+        'protobuf',
+        'absl-py',
+        'pycocotools',
+    ],
+    extras_require={
+        'test': ['pytest', 'pytest-xdist', 'ruff'],
+    },
+    cmdclass={'build_py': BuildPyWithProtos},
+)
