@@ -1,0 +1,41 @@
+# The two commands of the README, plus lint and bazel.
+#   make demo   install into .venv, then train/evaluate/export the small SSD
+#               on the embedded synthetic shapes data (DEMO_STEPS=N to change)
+#   make test   install into .venv, then run the whole test suite
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+DEMO_DIR ?= out/demo
+DEMO_STEPS ?= 1500
+PYTEST_ARGS ?= -n 2 --dist loadfile
+
+.PHONY: venv demo test lint bazel-test clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: setup.py pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	$(PY) protos/compile_protos.py
+	touch $@
+
+demo: venv
+	$(PY) protos/compile_protos.py
+	$(PY) -m trainer.demo --output_dir=$(DEMO_DIR) --num_train_steps=$(DEMO_STEPS)
+
+# pytest's exit code 5 (no tests collected) means the suite itself is broken.
+test: venv
+	$(PY) protos/compile_protos.py
+	$(PY) -m pytest tests -q $(PYTEST_ARGS); rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo 'make test: pytest collected no tests' >&2; fi; \
+	  exit $$rc
+
+lint: venv
+	$(PY) -m ruff check .
+
+bazel-test: venv
+	tools/bazel_test.sh
+
+clean:
+	rm -rf $(VENV) out bazel-* protos/*_pb2.py

@@ -1,0 +1,262 @@
+"""Reading, overriding, checking and writing text-format pipeline configs.
+
+A pipeline config is one `TrainEvalPipelineConfig` text proto
+(protos/pipeline.proto). Typical use, as the trainer does it:
+
+    from core import config_util
+    configs = config_util.get_configs_from_pipeline_file(
+        'configs/ssd_shapes.config',
+        config_override='train_config { num_steps: 200 }')
+    configs['train_config'].batch_size            # -> 16
+    config_util.save_pipeline_config(
+        config_util.create_pipeline_proto_from_configs(configs), train_dir)
+
+Every problem with a config file is a one-line `ValueError` that names the
+file, the line and the field, e.g.
+
+    ValueError: configs/x.config:3:5: field 'batch_sizee': Message type
+    "slimtrain.protos.TrainConfig" has no field named "batch_sizee".
+
+Dotted-path overrides (`{'train_config.num_steps': 100}`) are checked the same
+way: an unknown path or a value of the wrong type names the path.
+"""
+
+import os
+import re
+import tempfile
+
+from absl import logging
+from google.protobuf import descriptor as descriptor_lib
+from google.protobuf import text_format
+
+from protos import pipeline_pb2
+
+PIPELINE_CONFIG_NAME = 'pipeline.config'
+
+# Sections a training job cannot run without.
+TRAIN_SECTIONS = ('model', 'train_config', 'train_input_reader')
+# Sections an evaluation job cannot run without.
+EVAL_SECTIONS = ('model', 'eval_config', 'eval_input_reader')
+
+_FIELD_BEFORE_VALUE = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)\s*:?\s*[^:{}]*$')
+
+
+def _field_at(text, line, column):
+  """Best guess of the field name a parse error at (line, column) is about."""
+  lines = text.splitlines()
+  if not 1 <= line <= len(lines):
+    return None
+  prefix = lines[line - 1][:max(column, 0)]
+  quoted = re.search(r'named "([^"]+)"', prefix)
+  if quoted:
+    return quoted.group(1)
+  match = _FIELD_BEFORE_VALUE.search(prefix.rstrip(' }'))
+  return match.group(1) if match else None
+
+
+def _parse_error(path, text, error):
+  """Turns a text_format.ParseError into a one-line ValueError."""
+  message = str(error)
+  line, column = error.GetLine(), error.GetColumn()
+  # Drop protobuf's 'L:C : ' prefix and its quoted copy of the input line.
+  message = re.sub(r"^\d+:\d+ : ", '', message)
+  message = re.sub(r"^'.*?': ", '', message)
+  field = None
+  named = re.search(r'field named "([^"]+)"', message)
+  if named:
+    field = named.group(1)
+  elif line:
+    field = _field_at(text, line, column)
+  location = '%s:%s:%s' % (path, line, column) if line else path
+  if field:
+    return ValueError("%s: field '%s': %s" % (location, field, message))
+  return ValueError('%s: %s' % (location, message))
+
+
+def parse_pipeline_config(text, path='<string>'):
+  """Parses a text-format TrainEvalPipelineConfig.
+
+  Args:
+    text: the config text.
+    path: the file name to use in error messages.
+
+  Returns:
+    A `pipeline_pb2.TrainEvalPipelineConfig`.
+
+  Raises:
+    ValueError: naming path, line and field for unknown fields, values of the
+      wrong type, unknown enum values and syntax errors.
+  """
+  config = pipeline_pb2.TrainEvalPipelineConfig()
+  try:
+    # Parse (not Merge): a scalar field given twice in one file is an error.
+    text_format.Parse(text, config)
+  except text_format.ParseError as e:
+    raise _parse_error(path, text, e) from None
+  return config
+
+
+def load_pipeline_config(pipeline_config_path):
+  """Reads and parses a pipeline config file.
+
+  Raises:
+    ValueError: if the file does not exist, cannot be read, or does not parse.
+  """
+  if not pipeline_config_path:
+    raise ValueError('pipeline_config_path is empty: pass the path of a '
+                     'text-format TrainEvalPipelineConfig file')
+  if not os.path.isfile(pipeline_config_path):
+    raise ValueError('pipeline config file not found: %s' % pipeline_config_path)
+  try:
+    with open(pipeline_config_path, 'r', encoding='utf-8') as f:
+      text = f.read()
+  except (OSError, UnicodeDecodeError) as e:
+    raise ValueError('cannot read pipeline config %s: %s' %
+                     (pipeline_config_path, e)) from None
+  return parse_pipeline_config(text, pipeline_config_path)
+
+
+def check_required_sections(pipeline_config, sections=TRAIN_SECTIONS,
+                            path='<pipeline config>'):
+  """Raises ValueError naming the first of `sections` that is not set."""
+  for section in sections:
+    field = pipeline_config.DESCRIPTOR.fields_by_name[section]
+    if field.is_repeated:
+      present = len(getattr(pipeline_config, section)) > 0
+    else:
+      present = pipeline_config.HasField(section)
+    if not present:
+      raise ValueError("%s: missing required section '%s'" % (path, section))
+  if 'model' in sections and not pipeline_config.model.WhichOneof('model'):
+    raise ValueError("%s: section 'model' names no model (set e.g. 'ssd' or "
+                     "'slim_classifier')" % path)
+
+
+def _set_field(message, dotted_path, value, full_path):
+  """Sets `message.<dotted_path> = value`, checking the path and the type."""
+  head, _, rest = dotted_path.partition('.')
+  field = message.DESCRIPTOR.fields_by_name.get(head)
+  if field is None:
+    raise ValueError("override '%s': %s has no field '%s'" %
+                     (full_path, message.DESCRIPTOR.full_name, head))
+  is_repeated = field.is_repeated
+  if rest:
+    if field.type != descriptor_lib.FieldDescriptor.TYPE_MESSAGE or is_repeated:
+      raise ValueError("override '%s': '%s' is not a single message field" %
+                       (full_path, head))
+    _set_field(getattr(message, head), rest, value, full_path)
+    return
+  try:
+    if is_repeated:
+      container = getattr(message, head)
+      del container[:]
+      container.extend(value if isinstance(value, (list, tuple)) else [value])
+    elif field.type == descriptor_lib.FieldDescriptor.TYPE_MESSAGE:
+      getattr(message, head).CopyFrom(value)
+    elif field.type == descriptor_lib.FieldDescriptor.TYPE_ENUM and isinstance(value, str):
+      setattr(message, head, field.enum_type.values_by_name[value].number)
+    else:
+      setattr(message, head, value)
+  except (TypeError, ValueError, KeyError) as e:
+    raise ValueError("override '%s': bad value %r (%s)" % (full_path, value, e)) from None
+
+
+def apply_overrides(pipeline_config, config_override=None, overrides=None):
+  """Applies overrides to a pipeline config in place.
+
+  Args:
+    pipeline_config: a TrainEvalPipelineConfig.
+    config_override: optional text-format TrainEvalPipelineConfig merged on
+      top (set fields replace, repeated fields append), as the OD API does.
+    overrides: optional dict {'train_config.num_steps': 100, ...} of dotted
+      field paths to values; a repeated field takes a list.
+
+  Returns:
+    The same `pipeline_config`.
+
+  Raises:
+    ValueError: naming the override that does not fit the config.
+  """
+  if config_override:
+    try:
+      text_format.Merge(config_override, pipeline_config)
+    except text_format.ParseError as e:
+      raise _parse_error('config_override', config_override, e) from None
+  for path, value in (overrides or {}).items():
+    _set_field(pipeline_config, path, value, path)
+  return pipeline_config
+
+
+def create_configs_from_pipeline_proto(pipeline_config):
+  """Splits a pipeline proto into the OD API's dict of configs.
+
+  Returns:
+    A dict with keys 'model', 'train_config', 'train_input_config',
+    'eval_config', 'eval_input_configs' (list), 'eval_input_config' (the
+    first, or an empty InputReader) and 'deploy_config'.
+  """
+  eval_inputs = list(pipeline_config.eval_input_reader)
+  return {
+      'model': pipeline_config.model,
+      'train_config': pipeline_config.train_config,
+      'train_input_config': pipeline_config.train_input_reader,
+      'eval_config': pipeline_config.eval_config,
+      'eval_input_configs': eval_inputs,
+      'eval_input_config': (eval_inputs[0] if eval_inputs else
+                            type(pipeline_config.train_input_reader)()),
+      'deploy_config': pipeline_config.deploy_config,
+  }
+
+
+def create_pipeline_proto_from_configs(configs):
+  """Inverse of `create_configs_from_pipeline_proto`."""
+  pipeline_config = pipeline_pb2.TrainEvalPipelineConfig()
+  pipeline_config.model.CopyFrom(configs['model'])
+  pipeline_config.train_config.CopyFrom(configs['train_config'])
+  pipeline_config.train_input_reader.CopyFrom(configs['train_input_config'])
+  pipeline_config.eval_config.CopyFrom(configs['eval_config'])
+  pipeline_config.eval_input_reader.extend(configs.get('eval_input_configs', []))
+  if 'deploy_config' in configs:
+    pipeline_config.deploy_config.CopyFrom(configs['deploy_config'])
+  return pipeline_config
+
+
+def get_configs_from_pipeline_file(pipeline_config_path, config_override=None,
+                                   overrides=None, required_sections=()):
+  """Loads a pipeline config file, applies overrides, checks sections.
+
+  Args:
+    pipeline_config_path: path of a text-format TrainEvalPipelineConfig.
+    config_override: optional text-format overrides (see apply_overrides).
+    overrides: optional dotted-path overrides (see apply_overrides).
+    required_sections: names of top-level fields that must be set, e.g.
+      `TRAIN_SECTIONS`.
+
+  Returns:
+    The dict of `create_configs_from_pipeline_proto`.
+  """
+  pipeline_config = load_pipeline_config(pipeline_config_path)
+  apply_overrides(pipeline_config, config_override, overrides)
+  check_required_sections(pipeline_config, required_sections, pipeline_config_path)
+  return create_configs_from_pipeline_proto(pipeline_config)
+
+
+def save_pipeline_config(pipeline_config, directory):
+  """Writes `directory/pipeline.config` atomically (temp file, then rename).
+
+  Returns:
+    The path written.
+  """
+  os.makedirs(directory, exist_ok=True)
+  path = os.path.join(directory, PIPELINE_CONFIG_NAME)
+  logging.info('Writing pipeline config file to %s', path)
+  fd, temp_path = tempfile.mkstemp(prefix='.pipeline.config.', dir=directory)
+  try:
+    with os.fdopen(fd, 'w', encoding='utf-8') as f:
+      f.write(text_format.MessageToString(pipeline_config))
+    os.replace(temp_path, path)
+  except BaseException:
+    if os.path.exists(temp_path):
+      os.remove(temp_path)
+    raise
+  return path

@@ -1,0 +1,69 @@
+"""Every test file under tests/ is runnable by both pytest and bazel.
+
+Fails when a `test_*.py` has no `slimtrain_py_test` target in its folder's
+BUILD, when a target names a file that does not exist, or when a test file
+lacks the `__main__` block that bazel runs.
+"""
+
+import ast
+import os
+import re
+import sys
+
+import pytest
+
+# Under bazel this file is a runfiles symlink; its real path is in the source
+# tree, where every test folder (each its own bazel package) can be listed.
+_TESTS_DIR = os.path.dirname(os.path.realpath(__file__))
+# Helper modules whose names start with test_ but hold no tests.
+_LIBRARIES = {'test_util'}
+_TARGET = re.compile(r'slimtrain_py_test\(\s*name\s*=\s*"([^"]+)"', re.S)
+
+
+def _test_folders():
+  for root, dirs, files in os.walk(_TESTS_DIR):
+    dirs[:] = [d for d in dirs if not d.startswith(('.', '__'))]
+    tests = sorted(f[:-3] for f in files if f.startswith('test_') and f.endswith('.py')
+                   and f[:-3] not in _LIBRARIES)
+    if tests:
+      yield root, tests
+
+
+def _declared_targets(folder):
+  build = os.path.join(folder, 'BUILD')
+  if not os.path.exists(build):
+    return None
+  with open(build, encoding='utf-8') as f:
+    return set(_TARGET.findall(f.read()))
+
+
+@pytest.mark.parametrize('folder, tests', list(_test_folders()),
+                         ids=lambda v: os.path.relpath(v, _TESTS_DIR) if isinstance(v, str) else '')
+def test_every_test_file_has_a_py_test_target(folder, tests):
+  declared = _declared_targets(folder)
+  relative = os.path.relpath(folder, os.path.dirname(_TESTS_DIR))
+  assert declared is not None, '%s has test files but no BUILD' % relative
+  missing = sorted(set(tests) - declared)
+  assert not missing, '%s/BUILD lacks slimtrain_py_test for: %s' % (relative, missing)
+  dangling = sorted(declared - set(tests))
+  assert not dangling, '%s/BUILD declares targets without files: %s' % (relative, dangling)
+  assert os.path.exists(os.path.join(folder, '__init__.py')), (
+      '%s needs an __init__.py' % relative)
+
+
+@pytest.mark.parametrize('folder, tests', list(_test_folders()),
+                         ids=lambda v: os.path.relpath(v, _TESTS_DIR) if isinstance(v, str) else '')
+def test_every_test_file_runs_as_main(folder, tests):
+  for name in tests:
+    path = os.path.join(folder, name + '.py')
+    with open(path, encoding='utf-8') as f:
+      tree = ast.parse(f.read(), path)
+    has_main = any(
+        isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and
+        isinstance(node.test.left, ast.Name) and node.test.left.id == '__name__'
+        for node in tree.body)
+    assert has_main, "%s has no `if __name__ == '__main__':` block" % path
+
+
+if __name__ == '__main__':
+  sys.exit(pytest.main([__file__, '-q']))

@@ -1,0 +1,4 @@
+"""Offline stand-in for @rules_proto: forwards to Bazel's native proto rule."""
+
+def proto_library(**kwargs):
+    native.proto_library(**kwargs)
