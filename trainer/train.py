@@ -1,0 +1,132 @@
+r"""Training command line: one process per chief / worker / ps task.
+
+Single machine, two clones on two GPUs:
+
+    python -m trainer.train --pipeline_config_path=configs/ssd_shapes.config \
+        --train_dir=/tmp/train --num_clones=2
+
+A cluster: every task gets the same flags and its own TF_CONFIG, e.g.
+
+    TF_CONFIG='{"cluster": {"chief": ["host0:2222"], "worker": ["host1:2222"],
+                            "ps": ["host2:2222"]},
+                "task": {"type": "worker", "index": 0}}'
+
+A ps task serves until the chief reports that training is over, then exits
+0 (non-zero if the chief disappears for longer than
+`deploy_config.chief_timeout_secs`). Chief/master/worker tasks train. When
+TF_CONFIG is present it wins over --master/--task/--worker_replicas/--ps_tasks
+(a conflict is logged). The chief copies the pipeline config to
+`train_dir/pipeline.config`. After SIGTERM the chief writes a checkpoint and
+the process exits with code 143.
+"""
+
+import functools
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+
+from builders import input_reader_builder
+from builders import model_builder
+from core import config_util
+from deployment import cluster as cluster_lib
+from trainer import cluster_roles
+from trainer import trainer
+from trainer import training_loop
+
+flags.DEFINE_string('train_dir', '', 'Directory for checkpoints and summaries.')
+flags.DEFINE_string('pipeline_config_path', '',
+                    'Path to a text-format TrainEvalPipelineConfig.')
+flags.DEFINE_integer('num_clones', None,
+                     'Clones per worker (-1: one per GPU); default from '
+                     'deploy_config.num_clones.')
+flags.DEFINE_boolean('clone_on_cpu', None,
+                     'Put clones on the CPU; default from deploy_config.')
+flags.DEFINE_string('master', '', 'gRPC target of the TF master (no TF_CONFIG).')
+flags.DEFINE_integer('task', 0, 'Task index of this worker (no TF_CONFIG).')
+flags.DEFINE_integer('worker_replicas', 1, 'Number of workers (no TF_CONFIG).')
+flags.DEFINE_integer('ps_tasks', 0, 'Number of ps tasks (no TF_CONFIG).')
+flags.DEFINE_integer('num_train_steps', None,
+                     'Overrides train_config.num_steps when set.')
+
+FLAGS = flags.FLAGS
+
+
+def _resolve_cluster(cluster):
+  """Returns (master, task, worker_replicas, ps_tasks, worker_job_name, is_chief)."""
+  if not cluster.is_distributed:
+    return (FLAGS.master, FLAGS.task, FLAGS.worker_replicas, FLAGS.ps_tasks,
+            'worker', FLAGS.task == 0)
+  overridden = {name: getattr(FLAGS, name) for name in
+                ('master', 'task', 'worker_replicas', 'ps_tasks')
+                if FLAGS[name].present}
+  if overridden:
+    logging.warning('TF_CONFIG is set; ignoring flags %s', overridden)
+  return (cluster.master, cluster.task_index, cluster.num_worker_replicas,
+          cluster.num_ps_tasks, cluster.worker_job_name, cluster.is_chief)
+
+
+def run(argv=None):
+  """Runs this task's role; returns the process exit code."""
+  del argv
+  if not FLAGS.train_dir:
+    raise app.UsageError('--train_dir is required')
+  overrides = {}
+  if FLAGS.num_train_steps is not None:
+    overrides['train_config.num_steps'] = FLAGS.num_train_steps
+  configs = config_util.get_configs_from_pipeline_file(
+      FLAGS.pipeline_config_path, overrides=overrides,
+      required_sections=config_util.TRAIN_SECTIONS)
+  deploy_config = configs['deploy_config']
+  cluster = cluster_lib.ClusterConfig.from_tf_config()
+
+  if cluster.task_type == 'ps':
+    server = cluster.start_server()
+    try:
+      cluster_roles.serve_until_training_done(
+          server, cluster, chief_timeout_secs=deploy_config.chief_timeout_secs,
+          startup_timeout_secs=deploy_config.startup_timeout_secs)
+    except cluster_roles.ChiefLostError as e:
+      logging.error('%s', e)
+      return 1
+    return 0
+  if cluster.task_type == 'evaluator':
+    raise app.UsageError('an evaluator task runs trainer.eval, not trainer.train')
+
+  master, task, worker_replicas, ps_tasks, worker_job_name, is_chief = (
+      _resolve_cluster(cluster))
+  if cluster.is_distributed and cluster.num_ps_tasks:
+    master = cluster.start_server().target
+  if is_chief:
+    config_util.save_pipeline_config(
+        config_util.create_pipeline_proto_from_configs(configs), FLAGS.train_dir)
+
+  input_config = configs['train_input_config']
+  create_tensor_dict_fn = functools.partial(
+      input_reader_builder.build, input_config,
+      num_worker_replicas=worker_replicas, task_index=task)
+  create_model_fn = functools.partial(
+      model_builder.build, model_config=configs['model'], is_training=True)
+  num_clones = (FLAGS.num_clones if FLAGS.num_clones is not None
+                else deploy_config.num_clones)
+  clone_on_cpu = (FLAGS.clone_on_cpu if FLAGS.clone_on_cpu is not None
+                  else deploy_config.clone_on_cpu)
+  try:
+    trainer.train(create_tensor_dict_fn, create_model_fn, configs['train_config'],
+                  master, task, num_clones, worker_replicas, clone_on_cpu,
+                  ps_tasks, worker_job_name, is_chief, FLAGS.train_dir)
+  except training_loop.TrainingPreempted as e:
+    logging.warning('%s', e)
+    return training_loop.PREEMPTED_EXIT_CODE
+  if is_chief and ps_tasks:
+    cluster_roles.signal_training_done(master, cluster)
+  return 0
+
+
+def main(argv):
+  sys.exit(run(argv))
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,435 @@
+"""The legacy training loop: clones, a batch queue and `slim.learning.train`.
+
+`train()` takes the same arguments as the Object Detection API's
+`legacy/trainer.py` and builds the same graph: a BatchQueue of augmented
+examples on the worker CPU, one model clone per device, clone losses and
+gradients aggregated by `deployment.model_deploy`, gradient surgery from the
+train config, and `slim.learning.train` driving a Supervisor.
+
+    from trainer import trainer
+    trainer.train(create_tensor_dict_fn, create_model_fn, train_config,
+                  master='', task=0, num_clones=2, worker_replicas=1,
+                  clone_on_cpu=True, ps_tasks=0, worker_job_name='worker',
+                  is_chief=True, train_dir='/tmp/train')
+
+Where we differ from the original, on purpose:
+
+* `sync_replicas` works with `num_clones > 1` (the original refused).
+* A batch size not divisible by the clones is an error, not a silent floor.
+* Gradients are applied only after the total loss passed `check_numerics`,
+  so a NaN step leaves the variables (and the last checkpoint) intact, and the
+  error names the step.
+* One `Session.run` per step, with progress (loss, steps/sec, examples/sec,
+  ETA) every `log_every_n_steps`; SIGTERM writes a checkpoint first.
+* `update_trainable_variables` is honoured; `use_mixed_precision`,
+  `use_xla` and `num_clones=-1` (one clone per visible GPU) are available.
+* With sync replicas, `startup_delay_steps` is ignored (tf-slim rejects the
+  combination) and the end of training cannot hang (see cluster_roles).
+"""
+
+import functools
+import os
+
+from absl import logging
+import tensorflow as tf
+import tf_slim as slim
+
+from builders import optimizer_builder
+from builders import preprocessor_builder
+from core import batcher
+from core import model as model_lib
+from core import preprocessor
+from core import standard_fields as fields
+from core import variables_helper
+from deployment import model_deploy
+from trainer import training_loop
+
+_LABEL_ID_OFFSET = 1
+
+
+def resolve_num_clones(num_clones):
+  """Returns num_clones, with -1 meaning one clone per visible GPU (CPU: 1)."""
+  if num_clones == -1:
+    return max(1, len(tf.config.list_physical_devices('GPU')))
+  if num_clones < 1:
+    raise ValueError('num_clones must be positive or -1 (one per GPU), got %d'
+                     % num_clones)
+  return num_clones
+
+
+def batch_size_per_clone(train_config, num_clones):
+  """Per-clone batch: batch_size // num_clones (// replicas with sync).
+
+  Raises:
+    ValueError: if batch_size is not divisible by num_clones (or by
+      replicas_to_aggregate with sync_replicas).
+  """
+  batch_size = train_config.batch_size
+  if batch_size % num_clones:
+    raise ValueError(
+        'train_config.batch_size=%d is not divisible by num_clones=%d; '
+        'choose a batch size that splits evenly over the clones'
+        % (batch_size, num_clones))
+  batch_size //= num_clones
+  if train_config.sync_replicas:
+    replicas = max(train_config.replicas_to_aggregate, 1)
+    if batch_size % replicas:
+      raise ValueError(
+          'per-clone batch %d is not divisible by '
+          'train_config.replicas_to_aggregate=%d' % (batch_size, replicas))
+    batch_size //= replicas
+  return batch_size
+
+
+def create_input_queue(batch_size_per_clone, create_tensor_dict_fn,
+                       batch_queue_capacity, num_batch_queue_threads,
+                       prefetch_queue_capacity, data_augmentation_options):
+  """Builds the augmented per-example input and the BatchQueue over it.
+
+  Args:
+    batch_size_per_clone: examples each clone dequeues per step.
+    create_tensor_dict_fn: returns one decoded example as a tensor_dict.
+    batch_queue_capacity: capacity of the batching queue.
+    num_batch_queue_threads: threads filling it.
+    prefetch_queue_capacity: capacity of the prefetch queue after it.
+    data_augmentation_options: list of (function, kwargs) from
+      preprocessor_builder.build.
+
+  Returns:
+    A `core.batcher.BatchQueue`.
+  """
+  tensor_dict = create_tensor_dict_fn()
+  tensor_dict[fields.InputDataFields.image] = tf.cast(
+      tf.expand_dims(tensor_dict[fields.InputDataFields.image], 0), tf.float32)
+  if data_augmentation_options:
+    func_arg_map = preprocessor.get_default_func_arg_map(
+        include_label_weights=(
+            fields.InputDataFields.groundtruth_weights in tensor_dict),
+        include_multiclass_scores=(
+            fields.InputDataFields.multiclass_scores in tensor_dict),
+        include_instance_masks=(
+            fields.InputDataFields.groundtruth_instance_masks in tensor_dict),
+        include_keypoints=(
+            fields.InputDataFields.groundtruth_keypoints in tensor_dict))
+    tensor_dict = preprocessor.preprocess(
+        tensor_dict, data_augmentation_options, func_arg_map=func_arg_map)
+  return batcher.BatchQueue(
+      tensor_dict,
+      batch_size=batch_size_per_clone,
+      batch_queue_capacity=batch_queue_capacity,
+      num_batch_queue_threads=num_batch_queue_threads,
+      prefetch_queue_capacity=prefetch_queue_capacity)
+
+
+def _merge_boxes_with_multiple_labels(boxes, classes, num_classes):
+  """Merges identical boxes into one box with k-hot classes."""
+  unique_boxes, box_ids = tf.raw_ops.UniqueV2(x=boxes, axis=[0])[:2]
+  one_hot = tf.one_hot(classes, num_classes, dtype=tf.float32)
+  k_hot = tf.math.unsorted_segment_max(
+      one_hot, box_ids, num_segments=tf.shape(unique_boxes)[0])
+  return unique_boxes, k_hot
+
+
+def get_inputs(input_queue, num_classes, merge_multiple_label_boxes=False,
+               use_multiclass_scores=False):
+  """Dequeues a batch and converts it to the model's groundtruth format.
+
+  Returns:
+    A 7-tuple of lists, one entry per example: images, keys, boxes,
+    one-hot classes (background excluded), masks, keypoints, weights. The
+    last three hold None for examples without that field.
+
+  Raises:
+    ValueError: if both merge_multiple_label_boxes and
+      use_multiclass_scores are set.
+  """
+  if merge_multiple_label_boxes and use_multiclass_scores:
+    raise ValueError('Using both merge_multiple_label_boxes and '
+                     'use_multiclass_scores is not supported')
+  read_data_list = input_queue.dequeue()
+
+  def extract(read_data):
+    image = read_data[fields.InputDataFields.image]
+    key = read_data.get(fields.InputDataFields.source_id, '')
+    boxes = read_data[fields.InputDataFields.groundtruth_boxes]
+    classes = tf.cast(read_data[fields.InputDataFields.groundtruth_classes],
+                      tf.int32) - _LABEL_ID_OFFSET
+    if merge_multiple_label_boxes:
+      boxes, classes = _merge_boxes_with_multiple_labels(boxes, classes, num_classes)
+    elif use_multiclass_scores:
+      classes = tf.cast(read_data[fields.InputDataFields.multiclass_scores],
+                        tf.float32)
+    else:
+      classes = tf.one_hot(classes, depth=num_classes, dtype=tf.float32)
+    masks = read_data.get(fields.InputDataFields.groundtruth_instance_masks)
+    keypoints = read_data.get(fields.InputDataFields.groundtruth_keypoints)
+    if merge_multiple_label_boxes and (masks is not None or keypoints is not None):
+      raise NotImplementedError('Multi-label support is only for boxes.')
+    weights = read_data.get(fields.InputDataFields.groundtruth_weights)
+    return image, key, boxes, classes, masks, keypoints, weights
+
+  return zip(*map(extract, read_data_list))
+
+
+def _create_classification_losses(model, read_data_list):
+  images = [d[fields.InputDataFields.image] for d in read_data_list]
+  labels = [tf.reshape(d[fields.InputDataFields.label], [1]) for d in read_data_list]
+  processed, true_image_shapes = model.preprocess(tf.concat(images, 0))
+  model.provide_groundtruth(tf.concat(labels, 0) - _LABEL_ID_OFFSET)
+  prediction_dict = model.predict(processed, true_image_shapes)
+  return model.loss(prediction_dict, true_image_shapes)
+
+
+def _create_losses(input_queue, create_model_fn, train_config):
+  """Builds one clone: dequeue, preprocess, groundtruth, predict, loss.
+
+  Adds every loss to the `tf.compat.v1.losses` collection, where
+  `model_deploy` finds them by clone scope.
+  """
+  model = create_model_fn()
+  if isinstance(model, model_lib.ClassificationModel):
+    losses_dict = _create_classification_losses(model, input_queue.dequeue())
+  else:
+    (images, _, groundtruth_boxes_list, groundtruth_classes_list,
+     groundtruth_masks_list, groundtruth_keypoints_list,
+     groundtruth_weights_list) = get_inputs(
+         input_queue, model.num_classes,
+         train_config.merge_multiple_label_boxes,
+         train_config.use_multiclass_scores)
+    preprocessed = [model.preprocess(image) for image in images]
+    images = tf.concat([p[0] for p in preprocessed], 0)
+    true_image_shapes = tf.concat([p[1] for p in preprocessed], 0)
+    if any(mask is None for mask in groundtruth_masks_list):
+      groundtruth_masks_list = None
+    if any(kp is None for kp in groundtruth_keypoints_list):
+      groundtruth_keypoints_list = None
+    if any(w is None for w in groundtruth_weights_list):
+      groundtruth_weights_list = None
+    model.provide_groundtruth(
+        groundtruth_boxes_list, groundtruth_classes_list,
+        groundtruth_masks_list, groundtruth_keypoints_list,
+        groundtruth_weights_list=groundtruth_weights_list)
+    prediction_dict = model.predict(images, true_image_shapes)
+    losses_dict = model.loss(prediction_dict, true_image_shapes)
+  for loss_tensor in losses_dict.values():
+    tf.compat.v1.losses.add_loss(loss_tensor)
+
+
+def build_init_fn(detection_model, train_config):
+  """Returns an init_fn restoring the fine-tune checkpoint, or None.
+
+  Only variables present in the checkpoint with the right shape are
+  restored (the rest are logged as skipped); the global step never is.
+  """
+  if not train_config.fine_tune_checkpoint:
+    return None
+  if not train_config.fine_tune_checkpoint_type:
+    # The deprecated from_detection_checkpoint picks the type, as in the OD API.
+    train_config.fine_tune_checkpoint_type = (
+        'detection' if train_config.from_detection_checkpoint else 'classification')
+  var_map = detection_model.restore_map(
+      fine_tune_checkpoint_type=train_config.fine_tune_checkpoint_type,
+      load_all_detection_checkpoint_vars=(
+          train_config.load_all_detection_checkpoint_vars))
+  checkpoint_path = variables_helper.resolve_checkpoint_path(
+      train_config.fine_tune_checkpoint)
+  available = variables_helper.get_variables_available_in_checkpoint(
+      var_map, checkpoint_path, include_global_step=False)
+  skipped = sorted(set(var_map) - set(available))
+  logging.info('Fine-tuning from %s (%s): restoring %d variables, skipping %d%s',
+               checkpoint_path, train_config.fine_tune_checkpoint_type,
+               len(available), len(skipped),
+               (': ' + ', '.join(skipped)) if skipped else '')
+  init_saver = tf.compat.v1.train.Saver(available)
+
+  def init_fn(sess):
+    init_saver.restore(sess, checkpoint_path)
+  return init_fn
+
+
+def _transform_gradients(grads_and_vars, train_config):
+  """Bias multiplier, freezing, trainable filter and clipping, in OD order."""
+  if train_config.bias_grad_multiplier:
+    grads_and_vars = variables_helper.multiply_gradients_matching_regex(
+        grads_and_vars, ['.*/biases'], multiplier=train_config.bias_grad_multiplier)
+  if train_config.freeze_variables:
+    grads_and_vars = variables_helper.freeze_gradients_matching_regex(
+        grads_and_vars, train_config.freeze_variables)
+  if train_config.update_trainable_variables:
+    trainable = set(variables_helper.filter_variables(
+        [v for _, v in grads_and_vars], train_config.update_trainable_variables,
+        invert=True))
+    grads_and_vars = [(g, v) for g, v in grads_and_vars if v in trainable]
+  if train_config.gradient_clipping_by_norm > 0:
+    with tf.compat.v1.name_scope('clip_grads'):
+      grads_and_vars = slim.learning.clip_gradient_norms(
+          grads_and_vars, train_config.gradient_clipping_by_norm)
+  return grads_and_vars
+
+
+def session_config(train_config):
+  """Soft placement (as the original), plus XLA when configured."""
+  config = tf.compat.v1.ConfigProto(allow_soft_placement=True,
+                                    log_device_placement=False)
+  if train_config.use_xla:
+    config.graph_options.optimizer_options.global_jit_level = (
+        tf.compat.v1.OptimizerOptions.ON_1)
+  return config
+
+
+def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
+          num_clones, worker_replicas, clone_on_cpu, ps_tasks, worker_job_name,
+          is_chief, train_dir, graph_hook_fn=None, session_config_override=None,
+          on_finish=None):
+  """Trains a model with clones, following the OD API's legacy trainer.
+
+  Args:
+    create_tensor_dict_fn: returns one decoded example (a tensor_dict).
+    create_model_fn: returns a new DetectionModel or ClassificationModel.
+    train_config: a `train_pb2.TrainConfig`.
+    master: gRPC target of the TF server ('' for in-process).
+    task: this worker's task index (its replica id).
+    num_clones: clones per worker; -1 = one per visible GPU.
+    worker_replicas: number of worker replicas (chief included).
+    clone_on_cpu: put clones on the CPU.
+    ps_tasks: number of parameter-server tasks.
+    worker_job_name: job name of the workers (e.g. 'worker').
+    is_chief: whether this task initialises, checkpoints and summarises.
+    train_dir: checkpoints and summaries go here.
+    graph_hook_fn: optional callable run after the clones are built.
+    session_config_override: optional ConfigProto replacing the default
+      (soft placement) one, e.g. with virtual CPU devices.
+    on_finish: optional callable(sess, step) run by this task when training
+      ends (the cluster layer uses it to tell parameter servers to exit).
+
+  Returns:
+    The last total loss.
+
+  Raises:
+    ValueError: on an inconsistent configuration.
+    trainer.training_loop.TrainingPreempted: after SIGTERM (checkpoint
+      written by the chief).
+    trainer.training_loop.NanLossError: when the loss became inf or NaN.
+  """
+  num_clones = resolve_num_clones(num_clones)
+  detection_model = create_model_fn()
+  data_augmentation_options = [
+      preprocessor_builder.build(step)
+      for step in train_config.data_augmentation_options]
+  per_clone_batch = batch_size_per_clone(train_config, num_clones)
+
+  with tf.Graph().as_default():
+    deploy_config = model_deploy.DeploymentConfig(
+        num_clones=num_clones, clone_on_cpu=clone_on_cpu, replica_id=task,
+        num_replicas=worker_replicas, num_ps_tasks=ps_tasks,
+        worker_job_name=worker_job_name)
+    with tf.compat.v1.device(deploy_config.variables_device()):
+      global_step = slim.create_global_step()
+
+    with tf.compat.v1.device(deploy_config.inputs_device()):
+      input_queue = create_input_queue(
+          per_clone_batch, create_tensor_dict_fn,
+          train_config.batch_queue_capacity,
+          train_config.num_batch_queue_threads,
+          train_config.prefetch_queue_capacity, data_augmentation_options)
+
+    summaries = set(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SUMMARIES))
+    model_fn = functools.partial(_create_losses, create_model_fn=create_model_fn,
+                                 train_config=train_config)
+    clones = model_deploy.create_clones(deploy_config, model_fn, [input_queue])
+    first_clone_scope = clones[0].scope
+
+    if graph_hook_fn:
+      with tf.compat.v1.device(deploy_config.variables_device()):
+        graph_hook_fn()
+
+    update_ops = tf.compat.v1.get_collection(
+        tf.compat.v1.GraphKeys.UPDATE_OPS, first_clone_scope)
+
+    with tf.compat.v1.device(deploy_config.optimizer_device()):
+      global_batch_size = train_config.batch_size * (
+          max(train_config.replicas_to_aggregate, 1) if train_config.sync_replicas
+          else worker_replicas)
+      training_optimizer, optimizer_summary_vars = optimizer_builder.build(
+          train_config.optimizer, global_step=global_step,
+          global_batch_size=global_batch_size)
+      for var in optimizer_summary_vars:
+        summaries.add(tf.compat.v1.summary.scalar(
+            var.op.name, var, family='LearningRate'))
+
+    sync_optimizer = None
+    if train_config.sync_replicas:
+      training_optimizer = tf.compat.v1.train.SyncReplicasOptimizer(
+          training_optimizer,
+          replicas_to_aggregate=train_config.replicas_to_aggregate,
+          total_num_replicas=worker_replicas)
+      sync_optimizer = training_optimizer
+    if train_config.use_mixed_precision:
+      training_optimizer = (
+          tf.compat.v1.mixed_precision.enable_mixed_precision_graph_rewrite(
+              training_optimizer, loss_scale='dynamic'))
+
+    with tf.compat.v1.device(deploy_config.optimizer_device()):
+      regularization_losses = (None if train_config.add_regularization_loss else [])
+      total_loss, grads_and_vars = model_deploy.optimize_clones(
+          clones, training_optimizer, regularization_losses=regularization_losses)
+      total_loss = tf.debugging.check_numerics(
+          total_loss, training_loop.NAN_LOSS_MESSAGE)
+      grads_and_vars = _transform_gradients(grads_and_vars, train_config)
+      # The update waits for the numerics check, so a NaN step changes nothing.
+      with tf.control_dependencies([total_loss]):
+        grad_updates = training_optimizer.apply_gradients(
+            grads_and_vars, global_step=global_step)
+      update_ops.append(grad_updates)
+      update_op = tf.group(*update_ops, name='update_barrier')
+      with tf.control_dependencies([update_op]):
+        train_tensor = tf.identity(total_loss, name='train_op')
+
+    for model_var in slim.get_model_variables():
+      summaries.add(tf.compat.v1.summary.histogram(
+          'ModelVars/' + model_var.op.name, model_var))
+    for loss_tensor in tf.compat.v1.losses.get_losses():
+      summaries.add(tf.compat.v1.summary.scalar(
+          'Losses/' + loss_tensor.op.name, loss_tensor))
+    summaries.add(tf.compat.v1.summary.scalar(
+        'Losses/TotalLoss', tf.compat.v1.losses.get_total_loss()))
+    summaries |= set(tf.compat.v1.get_collection(
+        tf.compat.v1.GraphKeys.SUMMARIES, first_clone_scope))
+    summary_op = tf.compat.v1.summary.merge(list(summaries), name='summary_op')
+
+    saver = tf.compat.v1.train.Saver(
+        keep_checkpoint_every_n_hours=train_config.keep_checkpoint_every_n_hours)
+    init_fn = build_init_fn(detection_model, train_config)
+
+    startup_delay_steps = train_config.startup_delay_steps
+    if sync_optimizer is not None and startup_delay_steps:
+      logging.info('sync_replicas: ignoring startup_delay_steps=%g (tf-slim '
+                   'rejects it with a sync optimizer)', startup_delay_steps)
+      startup_delay_steps = 0
+
+    runner = training_loop.TrainStepRunner(
+        number_of_steps=train_config.num_steps or None,
+        examples_per_step=train_config.batch_size,
+        log_every_n_steps=train_config.log_every_n_steps,
+        is_chief=is_chief, saver=saver,
+        checkpoint_path=os.path.join(train_dir, 'model.ckpt'),
+        on_finish=on_finish)
+    with runner.handle_sigterm():
+      slim.learning.train(
+          train_tensor,
+          logdir=train_dir,
+          train_step_fn=runner,
+          master=master,
+          is_chief=is_chief,
+          session_config=session_config_override or session_config(train_config),
+          startup_delay_steps=startup_delay_steps,
+          init_fn=init_fn,
+          summary_op=summary_op,
+          number_of_steps=train_config.num_steps or None,
+          save_summaries_secs=train_config.save_summaries_secs,
+          save_interval_secs=train_config.save_interval_secs,
+          sync_optimizer=sync_optimizer,
+          saver=saver,
+          ignore_live_threads=sync_optimizer is not None)
+    runner.raise_if_preempted()
+    return runner.last_loss

@@ -1,0 +1,163 @@
+"""The per-step function slimtrain hands to `slim.learning.train`.
+
+`slim.learning.train_step` runs three `Session.run` calls per step (the train
+op, then `should_log`, then `should_stop`) and logs only seconds per step.
+`TrainStepRunner` runs one call per step, decides logging and stopping in
+Python from the global step it fetched, and adds what long jobs need:
+
+* progress every N steps: step, loss, steps/sec, examples/sec and an ETA;
+* a clear error naming the step when the loss becomes inf or NaN;
+* preemption: after SIGTERM, the chief writes a checkpoint at the current
+  step and training stops with `TrainingPreempted`.
+
+Usage (trainer.trainer.train does this):
+
+    runner = TrainStepRunner(number_of_steps=1000, examples_per_step=32,
+                             log_every_n_steps=10, is_chief=True,
+                             saver=saver, checkpoint_path=train_dir + '/model.ckpt')
+    with runner.handle_sigterm():
+      slim.learning.train(train_op, train_dir, train_step_fn=runner, ...)
+    runner.raise_if_preempted()
+"""
+
+import contextlib
+import signal
+import threading
+import time
+
+from absl import logging
+import tensorflow as tf
+
+NAN_LOSS_MESSAGE = 'LossTensor is inf or nan.'
+
+# Exit code of `python -m trainer.train` after a preemption checkpoint:
+# 128 + SIGTERM, so schedulers see a terminated (not a finished) task.
+PREEMPTED_EXIT_CODE = 143
+
+
+class TrainingPreempted(Exception):
+  """Training stopped on SIGTERM after saving a checkpoint at `step`."""
+
+  def __init__(self, step, checkpoint_path):
+    super().__init__('training preempted by SIGTERM at global step %d; '
+                     'checkpoint %s' % (step, checkpoint_path))
+    self.step = step
+    self.checkpoint_path = checkpoint_path
+
+
+class NanLossError(tf.errors.InvalidArgumentError):
+  """The total loss became inf or NaN; names the step where it happened."""
+
+
+def _format_duration(seconds):
+  seconds = int(max(seconds, 0))
+  hours, rest = divmod(seconds, 3600)
+  minutes, seconds = divmod(rest, 60)
+  return '%d:%02d:%02d' % (hours, minutes, seconds)
+
+
+class TrainStepRunner:
+  """A `train_step_fn` for `slim.learning.train`: one run per step.
+
+  Args:
+    number_of_steps: stop once the global step reaches it; None = forever.
+    examples_per_step: examples one step of this worker consumes (for
+      examples/sec); 0 to leave that column out.
+    log_every_n_steps: log progress every N global steps; 0 disables.
+    is_chief: only the chief writes the preemption checkpoint.
+    saver: a `tf.compat.v1.train.Saver` used for the preemption checkpoint.
+    checkpoint_path: prefix of checkpoints, e.g. `train_dir/model.ckpt`.
+    on_finish: optional callable(sess, step) run once when training ends by
+      reaching `number_of_steps` or by preemption.
+  """
+
+  def __init__(self, number_of_steps=None, examples_per_step=0,
+               log_every_n_steps=10, is_chief=True, saver=None,
+               checkpoint_path=None, on_finish=None):
+    self._number_of_steps = number_of_steps or None
+    self._examples_per_step = examples_per_step
+    self._log_every_n_steps = log_every_n_steps
+    self._is_chief = is_chief
+    self._saver = saver
+    self._checkpoint_path = checkpoint_path
+    self._on_finish = on_finish
+    self._preempt_requested = threading.Event()
+    self._preempted = None
+    self._window_start = None
+    self.last_step = None
+    self.last_loss = None
+
+  def request_preemption(self):
+    """Asks the loop to checkpoint and stop after the current step."""
+    self._preempt_requested.set()
+
+  @contextlib.contextmanager
+  def handle_sigterm(self):
+    """While active, SIGTERM requests preemption instead of killing."""
+    if threading.current_thread() is not threading.main_thread():
+      yield
+      return
+    previous = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM,
+                  lambda signum, frame: self.request_preemption())
+    try:
+      yield
+    finally:
+      signal.signal(signal.SIGTERM, previous)
+
+  def raise_if_preempted(self):
+    """Raises `TrainingPreempted` if the loop stopped because of SIGTERM."""
+    if self._preempted is not None:
+      raise self._preempted
+
+  def _log_progress(self, step, loss):
+    now = time.time()
+    if self._window_start is None:
+      self._window_start = (now, step)
+      return
+    start_time, start_step = self._window_start
+    if step - start_step < self._log_every_n_steps or now <= start_time:
+      return
+    steps_per_sec = (step - start_step) / (now - start_time)
+    parts = ['global step %d' % step, 'loss = %.4f' % loss,
+             '%.2f steps/sec' % steps_per_sec]
+    if self._examples_per_step:
+      parts.append('%.1f examples/sec' % (steps_per_sec * self._examples_per_step))
+    if self._number_of_steps and steps_per_sec > 0:
+      parts.append('ETA %s' % _format_duration(
+          (self._number_of_steps - step) / steps_per_sec))
+    logging.info(', '.join(parts))
+    self._window_start = (now, step)
+
+  def _finish(self, sess, step):
+    if self._on_finish is not None:
+      self._on_finish(sess, step)
+
+  def __call__(self, sess, train_op, global_step, train_step_kwargs):
+    del train_step_kwargs  # Logging and stopping are decided here instead.
+    try:
+      loss, step = sess.run([train_op, global_step])
+    except tf.errors.InvalidArgumentError as e:
+      if 'LossTensor is inf or nan' not in str(e.message):
+        raise
+      step = sess.run(global_step)
+      raise NanLossError(
+          e.node_def, e.op,
+          '%s Training stopped at global step %d; variables were not updated '
+          'by the failing step and the last checkpoint is intact.' %
+          (NAN_LOSS_MESSAGE, step)) from None
+    self.last_step, self.last_loss = int(step), float(loss)
+    if self._log_every_n_steps:
+      self._log_progress(self.last_step, self.last_loss)
+    if self._preempt_requested.is_set():
+      path = self._checkpoint_path
+      if self._is_chief and self._saver is not None and path:
+        path = self._saver.save(sess, path, global_step=self.last_step)
+        logging.info('SIGTERM: wrote checkpoint %s, stopping', path)
+      self._preempted = TrainingPreempted(self.last_step, path)
+      self._finish(sess, self.last_step)
+      return loss, True
+    if self._number_of_steps and self.last_step >= self._number_of_steps:
+      self._finish(sess, self.last_step)
+      return loss, True
+    return loss, False
