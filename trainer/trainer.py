@@ -280,7 +280,7 @@ def session_config(train_config):
 def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
           num_clones, worker_replicas, clone_on_cpu, ps_tasks, worker_job_name,
           is_chief, train_dir, graph_hook_fn=None, session_config_override=None,
-          on_finish=None):
+          on_finish=None, deployment_options=None):
   """Trains a model with clones, following the OD API's legacy trainer.
 
   Args:
@@ -301,6 +301,8 @@ def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
       (soft placement) one, e.g. with virtual CPU devices.
     on_finish: optional callable(sess, step) run by this task when training
       ends (the cluster layer uses it to tell parameter servers to exit).
+    deployment_options: optional dict of extra `DeploymentConfig` arguments
+      (`variable_update`, `ps_strategy`, `clone_devices`, ...).
 
   Returns:
     The last total loss.
@@ -322,7 +324,7 @@ def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
     deploy_config = model_deploy.DeploymentConfig(
         num_clones=num_clones, clone_on_cpu=clone_on_cpu, replica_id=task,
         num_replicas=worker_replicas, num_ps_tasks=ps_tasks,
-        worker_job_name=worker_job_name)
+        worker_job_name=worker_job_name, **(deployment_options or {}))
     with tf.compat.v1.device(deploy_config.variables_device()):
       global_step = slim.create_global_step()
 
@@ -384,6 +386,9 @@ def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
       update_op = tf.group(*update_ops, name='update_barrier')
       with tf.control_dependencies([update_op]):
         train_tensor = tf.identity(total_loss, name='train_op')
+      with tf.control_dependencies([train_tensor]):
+        step_after_update = tf.identity(global_step.read_value(),
+                                        name='global_step_after_update')
 
     for model_var in slim.get_model_variables():
       summaries.add(tf.compat.v1.summary.histogram(
@@ -413,7 +418,7 @@ def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
         log_every_n_steps=train_config.log_every_n_steps,
         is_chief=is_chief, saver=saver,
         checkpoint_path=os.path.join(train_dir, 'model.ckpt'),
-        on_finish=on_finish)
+        on_finish=on_finish, step_after_update=step_after_update)
     with runner.handle_sigterm():
       slim.learning.train(
           train_tensor,

@@ -69,11 +69,15 @@ class TrainStepRunner:
     checkpoint_path: prefix of checkpoints, e.g. `train_dir/model.ckpt`.
     on_finish: optional callable(sess, step) run once when training ends by
       reaching `number_of_steps` or by preemption.
+    step_after_update: optional tensor reading the global step after the
+      train op ran (a control dependency on it). Without it the step fetched
+      beside the train op may be the value before the update, and training
+      would run one step past `number_of_steps`.
   """
 
   def __init__(self, number_of_steps=None, examples_per_step=0,
                log_every_n_steps=10, is_chief=True, saver=None,
-               checkpoint_path=None, on_finish=None):
+               checkpoint_path=None, on_finish=None, step_after_update=None):
     self._number_of_steps = number_of_steps or None
     self._examples_per_step = examples_per_step
     self._log_every_n_steps = log_every_n_steps
@@ -81,6 +85,7 @@ class TrainStepRunner:
     self._saver = saver
     self._checkpoint_path = checkpoint_path
     self._on_finish = on_finish
+    self._step_after_update = step_after_update
     self._preempt_requested = threading.Event()
     self._preempted = None
     self._window_start = None
@@ -136,7 +141,8 @@ class TrainStepRunner:
   def __call__(self, sess, train_op, global_step, train_step_kwargs):
     del train_step_kwargs  # Logging and stopping are decided here instead.
     try:
-      loss, step = sess.run([train_op, global_step])
+      loss, step = sess.run([train_op, self._step_after_update
+                             if self._step_after_update is not None else global_step])
     except tf.errors.InvalidArgumentError as e:
       if 'LossTensor is inf or nan' not in str(e.message):
         raise
