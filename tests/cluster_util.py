@@ -1,0 +1,235 @@
+"""Launch real TensorFlow cluster tasks as subprocesses on loopback ports.
+
+A cluster test starts one process per task, each with its own TF_CONFIG,
+waits for them with bounded timeouts, and always kills whatever is left, even
+when an assertion fails halfway:
+
+    with cluster_util.ProcessGroup(log_dir=str(tmp_path)) as group:
+      cluster = cluster_util.local_cluster(num_workers=2, num_ps=1)
+      group.start('ps0', cluster_util.tf_config(cluster, 'ps', 0),
+                  module='tests.deployment.cluster_task_main', args=['--role=ps'])
+      w0 = group.start('worker0', cluster_util.tf_config(cluster, 'worker', 0),
+                       module='tests.deployment.cluster_task_main')
+      group.wait_for_output(w0, r'READY', timeout=60)
+      assert group.wait(w0, timeout=120) == 0, group.logs()
+    # every process of the group is dead here; logs stay in tmp_path
+
+Output goes to one log file per process (never a pipe, so a chatty process
+cannot block on a full pipe). Processes run in their own session, so killing a
+task also kills anything it spawned. Ports come from
+`tests.test_util.pick_unused_ports` and every address is 127.0.0.1.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+from tests import test_util
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def local_cluster(num_workers=1, num_ps=0, chief=False, master=False):
+  """A cluster dict of free 127.0.0.1 ports, e.g. {'worker': [...], 'ps': [...]}.
+
+  Args:
+    num_workers: tasks in the `worker` job (0 for none).
+    num_ps: tasks in the `ps` job (0 for none).
+    chief: add a one-task `chief` job.
+    master: add a one-task `master` job.
+
+  Returns:
+    dict {job: ['127.0.0.1:port', ...]}.
+  """
+  sizes = [('chief', 1 if chief else 0), ('master', 1 if master else 0),
+           ('worker', num_workers), ('ps', num_ps)]
+  ports = iter(test_util.pick_unused_ports(sum(n for _, n in sizes)))
+  return {job: ['127.0.0.1:%d' % next(ports) for _ in range(n)] for job, n in sizes if n}
+
+
+def tf_config(cluster, task_type, task_index, **extra):
+  """The TF_CONFIG JSON string for one task of `cluster`."""
+  config = {'cluster': cluster, 'task': {'type': task_type, 'index': task_index}}
+  config.update(extra)
+  return json.dumps(config)
+
+
+class TaskProcess(object):
+  """A started subprocess with its name and log file."""
+
+  def __init__(self, name, popen, log_path):
+    self.name = name
+    self.popen = popen
+    self.log_path = log_path
+
+  @property
+  def pid(self):
+    return self.popen.pid
+
+  def poll(self):
+    return self.popen.poll()
+
+  def output(self):
+    """Everything the process wrote so far (stdout and stderr)."""
+    try:
+      with open(self.log_path, encoding='utf-8', errors='replace') as f:
+        return f.read()
+    except FileNotFoundError:
+      return ''
+
+
+class ProcessGroup(object):
+  """Starts task processes and guarantees they are killed at the end."""
+
+  def __init__(self, log_dir, python=None, hide_gpus=True):
+    """Creates an empty group.
+
+    Args:
+      log_dir: directory for one `<name>.log` per process.
+      python: interpreter (default: the running one).
+      hide_gpus: set CUDA_VISIBLE_DEVICES='' in the tasks (unless the caller's
+        environment sets it), so several tasks never fight over one GPU.
+    """
+    self._log_dir = log_dir
+    self._python = python or sys.executable
+    self._hide_gpus = hide_gpus
+    self._processes = []
+    os.makedirs(log_dir, exist_ok=True)
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *unused_exc):
+    self.kill_all()
+    return False
+
+  @property
+  def processes(self):
+    return list(self._processes)
+
+  def start(self, name, tf_config_json=None, module=None, script=None, args=(), env=None):
+    """Starts `python -m module args` (or `python script args`) with TF_CONFIG.
+
+    Args:
+      name: label for logs and errors (also the log file name).
+      tf_config_json: the TF_CONFIG string, or None to leave it unset.
+      module: a module to run with `-m` (from the repository root).
+      script: a script path, instead of `module`.
+      args: extra command-line arguments.
+      env: extra environment variables.
+
+    Returns:
+      A `TaskProcess`.
+    """
+    if (module is None) == (script is None):
+      raise ValueError('give exactly one of module= or script=')
+    command = [self._python, '-u']
+    command += ['-m', module] if module else [script]
+    command += [str(a) for a in args]
+    process_env = dict(os.environ)
+    process_env.pop('TF_CONFIG', None)
+    process_env['PYTHONPATH'] = os.pathsep.join(
+        [REPO_ROOT] + [p for p in [os.environ.get('PYTHONPATH')] if p])
+    process_env.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+    if self._hide_gpus:
+      process_env.setdefault('CUDA_VISIBLE_DEVICES', '')
+    if tf_config_json is not None:
+      process_env['TF_CONFIG'] = tf_config_json
+    process_env.update(env or {})
+    log_path = os.path.join(self._log_dir, '%s.log' % name)
+    with open(log_path, 'wb') as log:
+      popen = subprocess.Popen(command, cwd=REPO_ROOT, env=process_env, stdout=log,
+                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                               start_new_session=True)
+    process = TaskProcess(name, popen, log_path)
+    self._processes.append(process)
+    return process
+
+  def start_cluster(self, cluster, module, args=(), task_args=None, skip=()):
+    """Starts one `python -m module` per task of `cluster` with its TF_CONFIG.
+
+    Args:
+      cluster: dict {job: [addresses]} (e.g. from `local_cluster`).
+      module: the module every task runs.
+      args: arguments for every task.
+      task_args: optional {'worker0': [...]} extra arguments per task name.
+      skip: task names ('ps0', 'worker1', ...) not to start.
+
+    Returns:
+      dict {task name: TaskProcess}, names like 'chief0', 'worker1', 'ps0'.
+    """
+    started = {}
+    for job in ('chief', 'master', 'ps', 'worker', 'evaluator'):
+      for index in range(len(cluster.get(job, []))):
+        name = '%s%d' % (job, index)
+        if name in skip:
+          continue
+        extra = list((task_args or {}).get(name, ()))
+        started[name] = self.start(name, tf_config(cluster, job, index), module=module,
+                                   args=list(args) + extra)
+    return started
+
+  def wait_for_output(self, process, pattern, timeout):
+    """Waits until `process`'s output matches regex `pattern`; returns the match.
+
+    Raises:
+      TimeoutError: after `timeout` seconds, or RuntimeError when the process
+        exited without printing it; both carry every log of the group.
+    """
+    regex = re.compile(pattern, re.M)
+    deadline = time.time() + timeout
+    while True:
+      match = regex.search(process.output())
+      if match:
+        return match
+      if process.poll() is not None:
+        raise RuntimeError('%s exited with %s before printing %r\n%s' % (
+            process.name, process.poll(), pattern, self.logs()))
+      if time.time() > deadline:
+        raise TimeoutError('%s did not print %r within %ss\n%s' % (
+            process.name, pattern, timeout, self.logs()))
+      time.sleep(0.2)
+
+  def wait(self, process, timeout):
+    """Waits for `process` to exit; returns its exit code.
+
+    Raises:
+      TimeoutError: when it is still running after `timeout` seconds (with logs).
+    """
+    try:
+      return process.popen.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+      raise TimeoutError('%s still running after %ss\n%s' % (
+          process.name, timeout, self.logs())) from None
+
+  def kill(self, process, grace_secs=3.0):
+    """SIGTERM, then SIGKILL after `grace_secs`, to the process's own session."""
+    if process.poll() is not None:
+      return process.poll()
+    for sig, wait_secs in ((signal.SIGTERM, grace_secs), (signal.SIGKILL, 10.0)):
+      try:
+        os.killpg(process.pid, sig)
+      except ProcessLookupError:
+        break
+      try:
+        return process.popen.wait(timeout=wait_secs)
+      except subprocess.TimeoutExpired:
+        continue
+    return process.poll()
+
+  def kill_all(self):
+    """Kills every process of the group that is still running."""
+    for process in self._processes:
+      self.kill(process)
+
+  def logs(self):
+    """All logs, each under a header with the process name and exit code."""
+    parts = []
+    for process in self._processes:
+      parts.append('===== %s (exit %s) =====\n%s' % (
+          process.name, process.poll(), process.output()[-6000:]))
+    return '\n'.join(parts)
