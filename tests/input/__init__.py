@@ -1,0 +1,1 @@
+"""Tests of the input pipeline: decoders, reader builder, batcher, dataset tools."""
