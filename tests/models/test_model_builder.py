@@ -1,0 +1,158 @@
+"""Tests of builders/model_builder.py and the sample configs under configs/."""
+
+import os
+
+import numpy as np
+import tensorflow as tf
+from google.protobuf import text_format
+
+from builders import model_builder
+from core import losses
+from models import slim_classifier
+from models import ssd_meta_arch
+from protos import model_pb2
+from protos import pipeline_pb2
+
+tf.compat.v1.disable_eager_execution()
+
+CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), 'configs')
+
+SSD_CONFIG = """
+ssd {
+  num_classes: 2
+  image_resizer { fixed_shape_resizer { height: 64 width: 64 } }
+  feature_extractor { type: "small_resnet" depth_multiplier: 0.25 min_depth: 8 }
+  box_coder { faster_rcnn_box_coder {} }
+  matcher { matched_threshold: 0.5 unmatched_threshold: 0.4 }
+  anchor_generator { ssd_anchor_generator { num_layers: 4 aspect_ratios: [1.0, 2.0] } }
+  box_predictor { convolutional_box_predictor { kernel_size: 1 num_layers_before_predictor: 1
+                                                use_dropout: true use_batch_norm: true } }
+  post_processing { batch_non_max_suppression { max_detections_per_class: 5
+                                                max_total_detections: 7 }
+                    score_converter: SOFTMAX logit_scale: 2.0 }
+  loss { classification_loss { weighted_softmax {} }
+         localization_loss { weighted_smooth_l1 {} } }
+}
+"""
+
+
+def parse(text):
+  return text_format.Parse(text, model_pb2.DetectionModel())
+
+
+def with_ssd(edit):
+  config = parse(SSD_CONFIG)
+  edit(config.ssd)
+  return config
+
+
+def load_pipeline(name):
+  with open(os.path.join(CONFIG_DIR, name)) as f:
+    return text_format.Parse(f.read(), pipeline_pb2.TrainEvalPipelineConfig())
+
+
+class ModelBuilderTest(tf.test.TestCase):
+
+  def _run_ssd(self, model, size_in=40):
+    images = tf.zeros([2, size_in, size_in, 3])
+    preprocessed, shapes = model.preprocess(images)
+    model.provide_groundtruth([tf.constant([[0.1, 0.1, 0.6, 0.6]])] * 2,
+                              [tf.one_hot([0], model.num_classes)] * 2)
+    predictions = model.predict(preprocessed, shapes)
+    loss_dict = model.loss(predictions, shapes)
+    detections = model.postprocess(predictions, shapes)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      return sess.run([predictions['feature_maps'], loss_dict, detections])
+
+  def test_ssd_from_proto(self):
+    with tf.Graph().as_default():
+      model = model_builder.build(parse(SSD_CONFIG), is_training=True)
+      self.assertIsInstance(model, ssd_meta_arch.SSDMetaArch)
+      self.assertIsInstance(model._classification_loss, losses.WeightedSoftmaxClassificationLoss)
+      self.assertIsNone(model._hard_example_miner)
+      feature_maps, loss_dict, detections = self._run_ssd(model)
+      self.assertIn('FeatureExtractor/SmallResnet/block2/unit_1/conv1/weights',
+                    model.restore_map('detection'))
+    self.assertEqual([f.shape[1] for f in feature_maps], [8, 4, 2, 1])
+    self.assertTrue(all(np.isfinite(v) for v in loss_dict.values()))
+    self.assertEqual(detections['detection_boxes'].shape, (2, 7, 4))
+
+  def test_ssd_focal_loss_and_miner(self):
+    def edit(ssd):
+      ssd.loss.classification_loss.weighted_sigmoid_focal.gamma = 2.0
+      ssd.loss.hard_example_miner.num_hard_examples = 10
+      ssd.feature_extractor.type = 'small_mobilenet_v1'
+    with tf.Graph().as_default():
+      model = model_builder.build(with_ssd(edit), is_training=False, add_summaries=False)
+      self.assertIsInstance(model._classification_loss, losses.SigmoidFocalClassificationLoss)
+      self.assertIsNotNone(model._hard_example_miner)
+      _, loss_dict, _ = self._run_ssd(model)
+    self.assertTrue(all(np.isfinite(v) for v in loss_dict.values()))
+
+  def test_classifier_from_proto(self):
+    config = parse('slim_classifier { num_classes: 4 net: "resnet_v1_50" image_height: 64 '
+                   'image_width: 64 checkpoint_exclude_scopes: "resnet_v1_50/logits" }')
+    model = model_builder.build(config, is_training=False)
+    self.assertIsInstance(model, slim_classifier.SlimClassifier)
+    self.assertEqual(model.num_classes, 4)
+    self.assertEqual(model.scope, 'resnet_v1_50')
+    with tf.Graph().as_default():
+      model.provide_groundtruth(tf.constant([1]))
+      model.loss({'logits': tf.zeros([1, 4])})
+      # The trainer adds the returned losses; the builder's model must not.
+      self.assertEqual(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.LOSSES), [])
+
+  def test_errors_name_the_field(self):
+    cases = [
+        (model_pb2.DetectionModel(), 'model.ssd or model.slim_classifier'),
+        (parse('slim_classifier { net: "small_cnn" }'), 'slim_classifier.num_classes'),
+        (parse('slim_classifier { num_classes: 3 net: "lenet" }'), 'slim_classifier.net'),
+        (with_ssd(lambda s: s.ClearField('num_classes')), 'ssd.num_classes'),
+        (with_ssd(lambda s: setattr(s.feature_extractor, 'type', 'vgg')),
+         'ssd.feature_extractor.type'),
+        (with_ssd(lambda s: s.ClearField('image_resizer')), 'ssd.image_resizer'),
+        (with_ssd(lambda s: s.ClearField('anchor_generator')), 'ssd.anchor_generator'),
+        (with_ssd(lambda s: setattr(s.anchor_generator.ssd_anchor_generator, 'num_layers', 12)),
+         'num_layers'),
+        (with_ssd(lambda s: setattr(s.matcher, 'unmatched_threshold', 0.7)),
+         'ssd.matcher.unmatched_threshold'),
+        (with_ssd(lambda s: setattr(s.post_processing.batch_non_max_suppression,
+                                    'iou_threshold', 2.0)), 'iou_threshold'),
+    ]
+    for config, message in cases:
+      with self.subTest(message=message):
+        with self.assertRaisesRegex(ValueError, message):
+          model_builder.build(config, is_training=True)
+    with self.assertRaisesRegex(ValueError, 'DetectionModel proto'):
+      model_builder.build(pipeline_pb2.TrainEvalPipelineConfig(), is_training=True)
+
+
+class SampleConfigsTest(tf.test.TestCase):
+
+  def test_ssd_shapes_config(self):
+    pipeline = load_pipeline('ssd_shapes.config')
+    self.assertEqual(pipeline.model.ssd.num_classes, 3)
+    self.assertEqual(pipeline.deploy_config.num_clones, 2)
+    self.assertIn('data/shapes/train', pipeline.train_input_reader.tf_record_input_reader
+                  .input_path[0])
+    self.assertTrue(pipeline.eval_input_reader[0].label_map_path.endswith('label_map.pbtxt'))
+    with tf.Graph().as_default():
+      model = model_builder.build(pipeline.model, is_training=True)
+      images, shapes = model.preprocess(tf.zeros([1, 128, 128, 3]))
+      predictions = model.predict(images, shapes)
+      self.assertEqual(images.shape.as_list(), [1, 96, 96, 3])
+      self.assertEqual(len(predictions['feature_maps']), 4)
+
+  def test_classifier_small_config(self):
+    pipeline = load_pipeline('classifier_small.config')
+    with tf.Graph().as_default():
+      model = model_builder.build(pipeline.model, is_training=True)
+      self.assertIsInstance(model, slim_classifier.SlimClassifier)
+      images, _ = model.preprocess(tf.zeros([2, 40, 40, 3]))
+      self.assertEqual(model.predict(images)['logits'].shape.as_list(), [2, 3])
+
+
+if __name__ == '__main__':
+  tf.test.main()
