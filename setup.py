@@ -39,7 +39,8 @@ setup(
         'pycocotools',
     ],
     extras_require={
-        'test': ['pytest', 'pytest-xdist', 'ruff'],
+        # grpcio-tools: the Makefile recompiles protos in place for the editable checkout.
+        'test': ['pytest', 'pytest-xdist', 'ruff', 'grpcio-tools'],
     },
     cmdclass={'build_py': BuildPyWithProtos},
 )

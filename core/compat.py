@@ -1,30 +1,42 @@
 """The one place where slimtrain makes tf-slim 1.1.0 work on TensorFlow 2.21.
 
 tf-slim has not been released since 2020. Its 1.1.0 wheel reaches into
-TensorFlow internals that TF 2.21 moved or deleted, so parts of it that
-slimtrain relies on fail on import or on first call:
+TensorFlow internals that TF 2.21 moved, so parts of it that slimtrain relies
+on fail on first call. All but one breakage is a *name lookup* on a TF module
+at call time; TF still has the code, under a new module:
 
-* `tensorflow.python.framework.ops.Tensor` and `ops.IndexedSlices` are gone
-  (they now live in `framework.tensor` and `framework.indexed_slices`).
-  `learning.clip_gradient_norms`, `learning.multiply_gradients`,
-  `training.create_train_op`'s gradient transforms, `layers.optimizers` and
-  `layers.utils` (hence `slim.batch_norm(..., is_training=True)`) all look
-  these names up on `ops` at call time.
-* `slim.batch_norm` builds `tensorflow.python.layers.normalization`, which
-  lazily imports `tf_keras.legacy_tf_layers.normalization`; tf-keras 2.21 ships
-  that code as `tf_keras.src.legacy_tf_layers`, so every slim net with batch
-  norm fails with `No module named 'tf_keras.legacy_tf_layers'`.
-* `slim.tfexample_decoder.Image` calls `control_flow_ops.case`, which TF 2.21
-  keeps only in `control_flow_case`.
+| tf-slim looks up                      | TF 2.21 keeps it as                          |
+| ------------------------------------- | -------------------------------------------- |
+| `framework.ops.Tensor`                | `framework.tensor.Tensor`                    |
+| `framework.ops.IndexedSlices`         | `framework.indexed_slices.IndexedSlices`     |
+| `ops.control_flow_ops.cond`           | `ops.cond.cond`                              |
+| `ops.control_flow_ops.case`           | `ops.control_flow_case.case`                 |
+| `ops.control_flow_ops.Assert`         | `ops.control_flow_assert.Assert`             |
+| `ops.control_flow_ops.while_loop`     | `ops.while_loop.while_loop`                  |
+| `ops.array_ops.stack` / `unstack`     | `ops.array_ops_stack.stack` / `unstack`      |
+| `ops.variable_scope.variable`         | `ops.variable_v1.VariableV1`                 |
+| module `tf_keras.legacy_tf_layers[.*]` | module `tf_keras.src.legacy_tf_layers[.*]`  |
+
+`FIXES` below says, for each row, which tf-slim functions need it (and so which
+slimtrain features break without it).
+
+One tf-slim function is wrong on numpy 2 itself, not through a moved name:
+`slim.assign_from_checkpoint` indexes the checkpoint array with a *list* of
+slices for partitioned variables, which numpy >= 1.23 rejects (IndexError).
+For that one `apply()` installs a corrected replacement (fix id
+`variables.assign_from_checkpoint`, see `_assign_from_checkpoint`), only
+while the installed tf-slim is 1.1.0 and numpy rejects that indexing.
 
 Why restore names instead of shipping corrected copies of the tf-slim
-functions: every breakage above is a *name lookup* on a TF module at call
-time, spread over a dozen tf-slim functions. Putting the name back where
-tf-slim looks for it fixes all call sites at once, keeps tf-slim's own code
-(and its shipped tests) as the behaviour we run, and shrinks to nothing when
-tf-slim is fixed upstream. Each alias points at the very class or function TF
-2.21 uses under its new name, so no behaviour changes for TF itself. Every
-fix is idempotent and only fills a name that is missing.
+functions: the lookups are spread over dozens of tf-slim functions (learning,
+training, layers, data, metrics). Putting each name back where tf-slim looks
+for it fixes every call site at once, keeps tf-slim's own code (and its
+shipped tests, run by `tests/compat/test_tf_slim_shipped.py`) as the behaviour
+we run, and shrinks to nothing when tf-slim is fixed upstream. Each alias is
+the very object TF 2.21 itself exports (e.g. `ops.cond.cond is
+tf.compat.v1.cond`), so nothing changes for TF's own code. A name fix only
+fills a name that is missing, so on a TF that still has the name it does
+nothing.
 
 Usage: every slimtrain package imports this module first (see each
 `__init__.py`), so user code needs nothing more than
@@ -32,61 +44,352 @@ Usage: every slimtrain package imports this module first (see each
     from deployment import model_deploy   # compat is active from here on
     import tf_slim as slim
 
-`applied_fixes()` lists what was patched in this process.
+`applied_fixes()` lists what was patched in this process; `needed_fixes()`
+lists the fixes the installed versions still need (whether applied or not).
+core/COMPAT.md has, per fix, the tests that fail without it.
+
+Checking an upgrade: set `SLIMTRAIN_DISABLE_COMPAT=1` (or `all`) and `apply()`
+does nothing, so the process sees TF and tf-slim exactly as installed; run
+`tests/compat` that way to see which fixes a new TF or tf-slim still needs
+(core/COMPAT.md lists the tests that fail without the layer today). To
+disable only some fixes, give their ids comma-separated, e.g.
+`SLIMTRAIN_DISABLE_COMPAT=array_ops.stack,variable_scope.variable`. The
+variable is read when `apply()` runs, i.e. when `core` is first imported.
 """
 
+import collections
 import importlib
+import importlib.metadata
+import os
 import sys
+
+import numpy as np
 
 from tensorflow.python.framework import indexed_slices as _indexed_slices
 from tensorflow.python.framework import ops as _ops
 from tensorflow.python.framework import tensor as _tensor
+from tensorflow.python.ops import array_ops as _array_ops
+from tensorflow.python.ops import array_ops_stack as _array_ops_stack
+from tensorflow.python.ops import cond as _cond
+from tensorflow.python.ops import control_flow_assert as _control_flow_assert
 from tensorflow.python.ops import control_flow_case as _control_flow_case
 from tensorflow.python.ops import control_flow_ops as _control_flow_ops
+from tensorflow.python.ops import variable_scope as _variable_scope
+from tensorflow.python.ops import variable_v1 as _variable_v1
+from tensorflow.python.ops import while_loop as _while_loop
+from tensorflow.python.platform import tf_logging as _logging
+from tensorflow.python.training import py_checkpoint_reader as _checkpoint_reader
+from tensorflow.python.training import supervisor as _supervisor
+
+DISABLE_ENV = 'SLIMTRAIN_DISABLE_COMPAT'
+
+# One restored name. `fix_id` is what SLIMTRAIN_DISABLE_COMPAT takes;
+# `module.name` is filled with `value` when missing; `users` names the tf-slim
+# code that looks the name up (the justification of the fix).
+Fix = collections.namedtuple('Fix', ['fix_id', 'module', 'name', 'value', 'users'])
+
+FIXES = (
+    # isinstance checks and IndexedSlices construction in the gradient
+    # helpers: learning.clip_gradient_norms / multiply_gradients,
+    # training.create_train_op (clip_gradient_norm, gradient_multipliers,
+    # summarize_gradients) and layers.optimizers.optimize_loss.
+    Fix('ops.IndexedSlices', _ops, 'IndexedSlices', _indexed_slices.IndexedSlices,
+        'learning.clip_gradient_norms/multiply_gradients, training.create_train_op '
+        'gradient transforms, layers.optimizers'),
+    # isinstance(x, ops.Tensor) in layers.utils.constant_value, which
+    # slim.batch_norm calls on its own fused path (updates_collections=None,
+    # 2-D inputs such as after fully_connected, zero_debias_moving_mean, or
+    # any is_training Tensor there); also learning.multiply_gradients (Tensor
+    # multipliers) and layers.optimizers.optimize_loss (Tensor learning rates).
+    Fix('ops.Tensor', _ops, 'Tensor', _tensor.Tensor,
+        'layers.utils.constant_value (slim.batch_norm fused path), '
+        'learning.multiply_gradients, layers.optimizers'),
+    # layers.utils.smart_cond (the same batch_norm path with a Tensor
+    # is_training) and tfexample_decoder.Image (jpeg vs. other formats).
+    Fix('control_flow_ops.cond', _control_flow_ops, 'cond', _cond.cond,
+        'layers.utils.smart_cond (slim.batch_norm fused path), tfexample_decoder.Image, '
+        'metrics.metric_ops'),
+    # tfexample_decoder.Image picks the decoder (jpeg/png/raw) with case().
+    Fix('control_flow_ops.case', _control_flow_ops, 'case', _control_flow_case.case,
+        'tfexample_decoder.Image'),
+    # metrics.histogram_ops (streaming_auc_using_histogram) shape checks.
+    Fix('control_flow_ops.Assert', _control_flow_ops, 'Assert',
+        _control_flow_assert.Assert, 'metrics.histogram_ops'),
+    # losses.metric_learning (clustering losses).
+    Fix('control_flow_ops.while_loop', _control_flow_ops, 'while_loop',
+        _while_loop.while_loop, 'losses.metric_learning'),
+    # tfexample_decoder.Tensor with shape_keys and SparseTensor handlers,
+    # layers.spatial_softmax, metrics.metric_ops.
+    Fix('array_ops.stack', _array_ops, 'stack', _array_ops_stack.stack,
+        'tfexample_decoder (Tensor with shape_keys, SparseTensor), '
+        'layers.spatial_softmax, metrics.metric_ops'),
+    Fix('array_ops.unstack', _array_ops, 'unstack', _array_ops_stack.unstack,
+        'layers.spatial_softmax'),
+    # slim.local_variable / slim.global_variable (ops/variables.py), public
+    # slim API that ported user code creates counters and flags with. The old
+    # function forwarded every argument to VariableV1, the class
+    # tf.compat.v1.Variable is; calling the class is the same call.
+    Fix('variable_scope.variable', _variable_scope, 'variable', _variable_v1.VariableV1,
+        'slim.local_variable, slim.global_variable'),
+)
+
+# tf-keras 2.21 moved its legacy tf.layers from `tf_keras.legacy_tf_layers` to
+# `tf_keras.src.legacy_tf_layers`, but TF's lazy `tensorflow.python.layers`
+# modules (which slim.batch_norm builds its BatchNormalization from) still
+# import the old path, so every slim net with batch norm fails with
+# `No module named 'tf_keras.legacy_tf_layers'`.
+KERAS_LEGACY_LAYERS_FIX = 'tf_keras.legacy_tf_layers'
+_KERAS_LEGACY_SUBMODULES = ('base', 'convolutional', 'core', 'normalization', 'pooling',
+                            'variable_scope_shim')
+
+# The corrected tf-slim function (see the module docstring): its fix id and
+# the tf-slim modules that export it.
+ASSIGN_FROM_CHECKPOINT_FIX = 'variables.assign_from_checkpoint'
+_ASSIGN_FROM_CHECKPOINT_MODULES = ('tf_slim.ops.variables', 'tf_slim')
+
+# slim.learning.train runs a tf.compat.v1.train.Supervisor, whose summary,
+# step-counter and checkpoint threads are new Python threads. Under TF 2
+# behaviour a new thread starts in eager mode, so the step counter's first
+# `training_util.global_step(sess, step)` takes the eager branch, calls
+# `.numpy()` on the graph's global step and kills training with "global_step:0
+# is out of scope" (after the last step, or at the first summary interval).
+# The fix runs each of those threads inside the Supervisor's own graph, which
+# is what TF 1 did implicitly.
+SUPERVISOR_THREADS_FIX = 'supervisor.threads_in_graph'
+_SUPERVISOR_THREADS = (_supervisor.SVSummaryThread, _supervisor.SVStepCounterThread,
+                       _supervisor.SVTimerCheckpointThread)
 
 _APPLIED = []
 
 
-def _restore_attribute(module, name, value):
-  """Sets `module.name = value` unless the module already has the name."""
-  if not hasattr(module, name):
-    setattr(module, name, value)
-    _APPLIED.append('%s.%s' % (module.__name__, name))
+def _assign_from_checkpoint(model_path, var_list, ignore_missing_vars=False):
+  """`slim.assign_from_checkpoint` that also restores partitioned variables on numpy 2.
+
+  Same contract as tf-slim 1.1.0's function: one placeholder per variable,
+  fed with the checkpoint value (for a slice of a partitioned variable, the
+  slice given by its save-slice info), so the big values travel in the feed
+  dict instead of the graph. Only the slicing differs: a tuple of slices,
+  which numpy accepts, instead of a list.
+
+  Args:
+    model_path: checkpoint path, e.g. `.../model.ckpt-100`.
+    var_list: a list of variables (each restored from the checkpoint entry
+      named by `slim.get_variable_full_name`, so every slice of a partitioned
+      variable reads the full entry), or a dict from checkpoint name to a
+      variable or a list of variables.
+    ignore_missing_vars: log a warning instead of raising when an entry is
+      missing from the checkpoint.
+
+  Returns:
+    (assign_op, feed_dict): run `assign_op` with `feed_dict` to restore.
+
+  Raises:
+    ValueError: when an entry is missing (and not ignored), or an unsliced
+      variable's shape differs from the checkpoint's.
+  """
+  slim_variables = importlib.import_module('tf_slim.ops.variables')
+  wanted = collections.OrderedDict()
+  if isinstance(var_list, (list, tuple)):
+    for variable in var_list:
+      wanted.setdefault(slim_variables.get_variable_full_name(variable), []).append(variable)
+  else:
+    for name, value in var_list.items():
+      wanted[name] = list(value) if isinstance(value, (list, tuple)) else [value]
+
+  reader = _checkpoint_reader.NewCheckpointReader(model_path)
+  assign_ops = []
+  feed_dict = {}
+  for name, variables in wanted.items():
+    if not reader.has_tensor(name):
+      message = 'Checkpoint is missing variable [%s]' % name
+      if not ignore_missing_vars:
+        raise ValueError(message)
+      _logging.warning(message)
+      continue
+    stored = reader.get_tensor(name)
+    for variable in variables:
+      feed = _array_ops.placeholder(dtype=variable.dtype.base_dtype,
+                                    shape=variable.get_shape(),
+                                    name='placeholder/' + variable.op.name)
+      assign_ops.append(variable.assign(feed))
+      slice_info = variable._save_slice_info  # pylint: disable=protected-access
+      if slice_info:
+        window = tuple(slice(offset, offset + size)
+                       for offset, size in zip(slice_info.var_offset, slice_info.var_shape))
+        feed_dict[feed] = stored[window].reshape(slice_info.var_shape)
+      elif variable.get_shape() != stored.shape:
+        raise ValueError('Total size of new array must be unchanged for %s '
+                         'lh_shape: [%s], rh_shape: [%s]'
+                         % (name, str(stored.shape), str(variable.get_shape())))
+      else:
+        feed_dict[feed] = stored
+  return _control_flow_ops.group(*assign_ops), feed_dict
 
 
-def _alias_tf_keras_legacy_layers():
-  """Makes `tf_keras.legacy_tf_layers[.*]` resolve to `tf_keras.src...`."""
+def _assign_from_checkpoint_needs_fix():
+  """True when tf-slim 1.1.0's assign_from_checkpoint breaks on this numpy.
+
+  Returns:
+    True when the installed tf-slim is 1.1.0 and numpy rejects indexing with
+    a list of slices (numpy >= 1.23).
+  """
+  try:
+    if importlib.metadata.version('tf-slim') != '1.1.0':
+      return False
+  except importlib.metadata.PackageNotFoundError:
+    return False
+  try:
+    np.zeros((1, 1))[[slice(0, 1), slice(0, 1)]]
+    return False
+  except (IndexError, TypeError):
+    return True
+
+
+def _replace_assign_from_checkpoint():
+  """Installs `_assign_from_checkpoint` where tf-slim exports the original.
+
+  Returns:
+    True when this call replaced it.
+  """
+  if not _assign_from_checkpoint_needs_fix():
+    return False
+  original = importlib.import_module('tf_slim.ops.variables').assign_from_checkpoint
+  if original is _assign_from_checkpoint:
+    return False
+  for module_name in _ASSIGN_FROM_CHECKPOINT_MODULES:
+    module = importlib.import_module(module_name)
+    if getattr(module, 'assign_from_checkpoint', None) is original:
+      module.assign_from_checkpoint = _assign_from_checkpoint
+  return True
+
+
+def _run_in_supervisor_graph(original_run):
+  """Wraps a Supervisor thread's `run` to enter the Supervisor's graph."""
+  def run(self):
+    with self._sv._graph.as_default():  # pylint: disable=protected-access
+      original_run(self)
+  run.slimtrain_compat = True
+  return run
+
+
+def _supervisor_threads_need_fix():
+  """True when new threads start eagerly (TF 2 behaviour) and the fix is absent."""
+  from tensorflow.python import tf2  # pylint: disable=import-outside-toplevel
+  return tf2.enabled() and not all(
+      getattr(thread.run, 'slimtrain_compat', False) for thread in _SUPERVISOR_THREADS)
+
+
+def _run_supervisor_threads_in_graph():
+  """Makes the Supervisor's service threads build and run in its graph.
+
+  Returns:
+    True when this call installed the wrappers.
+  """
+  if not _supervisor_threads_need_fix():
+    return False
+  for thread in _SUPERVISOR_THREADS:
+    if not getattr(thread.run, 'slimtrain_compat', False):
+      thread.run = _run_in_supervisor_graph(thread.run)
+  return True
+
+
+def _disabled_fix_ids():
+  """Reads SLIMTRAIN_DISABLE_COMPAT.
+
+  Returns:
+    None when every fix is disabled ('1' or 'all'), else the set of fix ids
+    to skip (empty when the variable is unset or empty).
+  """
+  value = os.environ.get(DISABLE_ENV, '').strip()
+  if value.lower() in ('1', 'all', 'true'):
+    return None
+  return {part.strip() for part in value.split(',') if part.strip() and part.strip() != '0'}
+
+
+def _keras_legacy_layers_missing():
+  """Returns True when `tf_keras.legacy_tf_layers` cannot be imported but `.src` can."""
   try:
     importlib.import_module('tf_keras.legacy_tf_layers')
-    return
+    return False
   except ImportError:
     pass
   try:
-    source = importlib.import_module('tf_keras.src.legacy_tf_layers')
+    importlib.import_module('tf_keras.src.legacy_tf_layers')
   except ImportError:
-    return  # tf-keras not installed: slim layers without batch norm still work.
-  sys.modules['tf_keras.legacy_tf_layers'] = source
-  for submodule in ('base', 'convolutional', 'core', 'normalization',
-                    'pooling', 'variable_scope_shim'):
+    return False  # tf-keras not installed: slim layers without batch norm still work.
+  return True
+
+
+def _alias_tf_keras_legacy_layers():
+  """Makes `tf_keras.legacy_tf_layers[.*]` resolve to `tf_keras.src.legacy_tf_layers[.*]`.
+
+  Returns:
+    True when the alias was installed by this call.
+  """
+  if not _keras_legacy_layers_missing():
+    return False
+  sys.modules['tf_keras.legacy_tf_layers'] = importlib.import_module(
+      'tf_keras.src.legacy_tf_layers')
+  for submodule in _KERAS_LEGACY_SUBMODULES:
     try:
-      module = importlib.import_module(
-          'tf_keras.src.legacy_tf_layers.' + submodule)
+      module = importlib.import_module('tf_keras.src.legacy_tf_layers.' + submodule)
     except ImportError:
       continue
     sys.modules['tf_keras.legacy_tf_layers.' + submodule] = module
-  _APPLIED.append('tf_keras.legacy_tf_layers')
+  return True
+
+
+def needed_fixes():
+  """Lists the fixes the installed TF / tf-keras / tf-slim / numpy still need.
+
+  A name fix is needed when the name it restores is missing as installed; the
+  assign_from_checkpoint replacement while tf-slim is 1.1.0 and numpy rejects
+  list-of-slices indexing. After `apply()` the names are present, so this
+  answers from what `apply()` recorded plus what is still missing.
+
+  Returns:
+    A list of fix ids (see `FIXES` and `KERAS_LEGACY_LAYERS_FIX`).
+  """
+  needed = [fix.fix_id for fix in FIXES
+            if fix.fix_id in _APPLIED or not hasattr(fix.module, fix.name)]
+  if KERAS_LEGACY_LAYERS_FIX in _APPLIED or _keras_legacy_layers_missing():
+    needed.append(KERAS_LEGACY_LAYERS_FIX)
+  if _assign_from_checkpoint_needs_fix():
+    needed.append(ASSIGN_FROM_CHECKPOINT_FIX)
+  if SUPERVISOR_THREADS_FIX in _APPLIED or _supervisor_threads_need_fix():
+    needed.append(SUPERVISOR_THREADS_FIX)
+  return needed
 
 
 def apply():
-  """Applies every fix; safe to call any number of times."""
-  _restore_attribute(_ops, 'Tensor', _tensor.Tensor)
-  _restore_attribute(_ops, 'IndexedSlices', _indexed_slices.IndexedSlices)
-  _restore_attribute(_control_flow_ops, 'case', _control_flow_case.case)
-  _alias_tf_keras_legacy_layers()
+  """Applies every fix that is needed and not disabled; safe to call repeatedly.
+
+  Does nothing when SLIMTRAIN_DISABLE_COMPAT is '1' (see the module docstring).
+
+  Returns:
+    The ids of the fixes this call applied (empty when nothing was missing).
+  """
+  disabled = _disabled_fix_ids()
+  if disabled is None:
+    return []
+  applied = []
+  for fix in FIXES:
+    if fix.fix_id in disabled or hasattr(fix.module, fix.name):
+      continue
+    setattr(fix.module, fix.name, fix.value)
+    applied.append(fix.fix_id)
+  if KERAS_LEGACY_LAYERS_FIX not in disabled and _alias_tf_keras_legacy_layers():
+    applied.append(KERAS_LEGACY_LAYERS_FIX)
+  if ASSIGN_FROM_CHECKPOINT_FIX not in disabled and _replace_assign_from_checkpoint():
+    applied.append(ASSIGN_FROM_CHECKPOINT_FIX)
+  if SUPERVISOR_THREADS_FIX not in disabled and _run_supervisor_threads_in_graph():
+    applied.append(SUPERVISOR_THREADS_FIX)
+  _APPLIED.extend(applied)
+  return applied
 
 
 def applied_fixes():
-  """Returns the names this process restored, e.g. `'...ops.Tensor'`."""
+  """Returns the ids of the fixes applied in this process, e.g. `'ops.Tensor'`."""
   return list(_APPLIED)
 
 
