@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 DEMO_DIR ?= out/demo
-DEMO_STEPS ?= 1500
+DEMO_STEPS ?= 1000
 PYTEST_ARGS ?= -n 2 --dist loadfile
 
 .PHONY: venv demo test lint bazel-test clean

@@ -42,7 +42,9 @@ def _done_queue(task_index):
 
 def chief_device(cluster):
   """The device string of the chief task of a `deployment.cluster` config."""
-  job = 'chief' if 'chief' in cluster.cluster_spec.jobs else 'master'
+  jobs = cluster.cluster_spec.jobs
+  # Without a chief or master job, worker 0 is the chief (as tf.estimator).
+  job = next((j for j in ('chief', 'master') if j in jobs), 'worker')
   return '/job:%s/task:0/device:CPU:0' % job
 
 

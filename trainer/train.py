@@ -31,6 +31,7 @@ from builders import input_reader_builder
 from builders import model_builder
 from core import config_util
 from deployment import cluster as cluster_lib
+from protos import pipeline_pb2
 from trainer import cluster_roles
 from trainer import trainer
 from trainer import training_loop
@@ -65,6 +66,16 @@ def _resolve_cluster(cluster):
     logging.warning('TF_CONFIG is set; ignoring flags %s', overridden)
   return (cluster.master, cluster.task_index, cluster.num_worker_replicas,
           cluster.num_ps_tasks, cluster.worker_job_name, cluster.is_chief)
+
+
+def deployment_options(deploy_config):
+  """Extra `DeploymentConfig` arguments from a `DeployConfig` message."""
+  pb = pipeline_pb2.DeployConfig
+  return {
+      'variable_update': pb.VariableUpdate.Name(
+          deploy_config.variable_update).lower(),
+      'ps_strategy': pb.PsStrategy.Name(deploy_config.ps_strategy).lower(),
+  }
 
 
 def run(argv=None):
@@ -105,7 +116,8 @@ def run(argv=None):
   input_config = configs['train_input_config']
   create_tensor_dict_fn = functools.partial(
       input_reader_builder.build, input_config,
-      num_worker_replicas=worker_replicas, task_index=task)
+      num_worker_replicas=worker_replicas, task_index=task,
+      skip_corrupt_records=configs['train_config'].skip_corrupt_records)
   create_model_fn = functools.partial(
       model_builder.build, model_config=configs['model'], is_training=True)
   num_clones = (FLAGS.num_clones if FLAGS.num_clones is not None
@@ -115,7 +127,8 @@ def run(argv=None):
   try:
     trainer.train(create_tensor_dict_fn, create_model_fn, configs['train_config'],
                   master, task, num_clones, worker_replicas, clone_on_cpu,
-                  ps_tasks, worker_job_name, is_chief, FLAGS.train_dir)
+                  ps_tasks, worker_job_name, is_chief, FLAGS.train_dir,
+                  deployment_options=deployment_options(deploy_config))
   except training_loop.TrainingPreempted as e:
     logging.warning('%s', e)
     return training_loop.PREEMPTED_EXIT_CODE

@@ -37,6 +37,7 @@ import tf_slim as slim
 from builders import optimizer_builder
 from builders import preprocessor_builder
 from core import batcher
+from core import fine_tune
 from core import model as model_lib
 from core import preprocessor
 from core import standard_fields as fields
@@ -231,20 +232,8 @@ def build_init_fn(detection_model, train_config):
       fine_tune_checkpoint_type=train_config.fine_tune_checkpoint_type,
       load_all_detection_checkpoint_vars=(
           train_config.load_all_detection_checkpoint_vars))
-  checkpoint_path = variables_helper.resolve_checkpoint_path(
-      train_config.fine_tune_checkpoint)
-  available = variables_helper.get_variables_available_in_checkpoint(
-      var_map, checkpoint_path, include_global_step=False)
-  skipped = sorted(set(var_map) - set(available))
-  logging.info('Fine-tuning from %s (%s): restoring %d variables, skipping %d%s',
-               checkpoint_path, train_config.fine_tune_checkpoint_type,
-               len(available), len(skipped),
-               (': ' + ', '.join(skipped)) if skipped else '')
-  init_saver = tf.compat.v1.train.Saver(available)
-
-  def init_fn(sess):
-    init_saver.restore(sess, checkpoint_path)
-  return init_fn
+  return fine_tune.create_init_fn(var_map, train_config.fine_tune_checkpoint,
+                                  include_global_step=False)
 
 
 def _transform_gradients(grads_and_vars, train_config):
@@ -256,9 +245,9 @@ def _transform_gradients(grads_and_vars, train_config):
     grads_and_vars = variables_helper.freeze_gradients_matching_regex(
         grads_and_vars, train_config.freeze_variables)
   if train_config.update_trainable_variables:
-    trainable = set(variables_helper.filter_variables(
-        [v for _, v in grads_and_vars], train_config.update_trainable_variables,
-        invert=True))
+    trainable = set(variables_helper.filter_trainable_variables(
+        [v for _, v in grads_and_vars],
+        include_patterns=train_config.update_trainable_variables))
     grads_and_vars = [(g, v) for g, v in grads_and_vars if v in trainable]
   if train_config.gradient_clipping_by_norm > 0:
     with tf.compat.v1.name_scope('clip_grads'):
@@ -380,8 +369,8 @@ def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
       grads_and_vars = _transform_gradients(grads_and_vars, train_config)
       # The update waits for the numerics check, so a NaN step changes nothing.
       with tf.control_dependencies([total_loss]):
-        grad_updates = training_optimizer.apply_gradients(
-            grads_and_vars, global_step=global_step)
+        grad_updates = model_deploy.apply_gradients(
+            clones, training_optimizer, grads_and_vars, global_step=global_step)
       update_ops.append(grad_updates)
       update_op = tf.group(*update_ops, name='update_barrier')
       with tf.control_dependencies([update_op]):
@@ -402,7 +391,9 @@ def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
         tf.compat.v1.GraphKeys.SUMMARIES, first_clone_scope))
     summary_op = tf.compat.v1.summary.merge(list(summaries), name='summary_op')
 
+    # In replicated mode only copy 0 is saved, under the original names.
     saver = tf.compat.v1.train.Saver(
+        var_list=model_deploy.savable_variables(),
         keep_checkpoint_every_n_hours=train_config.keep_checkpoint_every_n_hours)
     init_fn = build_init_fn(detection_model, train_config)
 

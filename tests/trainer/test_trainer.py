@@ -128,6 +128,18 @@ def test_freeze_keeps_frozen_variables_unchanged(tmp_path):
   assert _read(str(first), 'global_step') == 5
 
 
+def test_fine_tune_restores_model_variables_but_not_the_global_step(tmp_path):
+  source, target = str(tmp_path / 'source'), str(tmp_path / 'target')
+  _train(source, _train_config(num_steps=3))
+  config = _train_config(num_steps=1, fine_tune_checkpoint=tf.train.latest_checkpoint(source),
+                         fine_tune_checkpoint_type='detection')
+  config.optimizer.sgd_optimizer.learning_rate.constant_learning_rate.learning_rate = 0.0
+  _train(target, config)
+  assert _read(target, 'global_step') == 1
+  for name in ('BoxPredictor/weights', 'FeatureExtractor/conv/weights'):
+    np.testing.assert_array_equal(_read(source, name), _read(target, name))
+
+
 def test_nan_loss_names_the_step_and_keeps_the_checkpoint(tmp_path):
   _train(str(tmp_path), _train_config(num_steps=2))
   weights = _read(str(tmp_path), 'ClassPredictor/weights')
