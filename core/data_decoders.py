@@ -125,7 +125,41 @@ def _class_id_checks(classes, valid_ids, what, minimum):
   return tf.logical_not(tf.reduce_any(bad)), message
 
 
-class TfExampleDecoder:
+class _ExampleDecoder:
+  """What both decoders share: the common handlers, parse_size, the label map."""
+
+  def _init_decoder(self, keys_to_features):
+    """Builds the tf_slim decoder over `keys_to_features` plus the image/id handlers."""
+    callback = tfexample_decoder.ItemHandlerCallback
+    items_to_handlers = {
+        _FIELDS.image: callback([_KEYS.image_encoded, _KEYS.image_format],
+                                lambda t: decode_image(t[_KEYS.image_encoded])),
+        _FIELDS.source_id: tfexample_decoder.Tensor(_KEYS.source_id),
+        _FIELDS.key: tfexample_decoder.Tensor(KEY_SHA256),
+        _FIELDS.filename: tfexample_decoder.Tensor(_KEYS.filename),
+        # Raw parsed features, turned into the outputs (and checks) by each decoder.
+        '_raw': callback(list(keys_to_features), dict),
+    }
+    self._keys_to_features = keys_to_features
+    self._decoder = tfexample_decoder.TFExampleDecoder(keys_to_features, items_to_handlers)
+
+  def parse_size(self, tf_example_string_tensor):
+    """Parses the record without decoding the image.
+
+    Returns:
+      a scalar int32 (the number of parsed values) that only evaluates when
+      the record is a tf.Example with the expected feature types.
+    """
+    parsed = tf.io.parse_single_example(tf_example_string_tensor, self._keys_to_features)
+    return tf.add_n([tf.size(v.values if isinstance(v, tf.SparseTensor) else v)
+                     for v in parsed.values()])
+
+  def valid_class_ids(self):
+    """The label map's ids (sorted), or None when decoding without one."""
+    return self._labels.valid_ids()
+
+
+class TfExampleDecoder(_ExampleDecoder):
   """Decodes detection tf.Examples (OD API layout) into a tensor_dict."""
 
   def __init__(self,
@@ -196,33 +230,7 @@ class TfExampleDecoder:
       keys_to_features[_KEYS.keypoint_y] = tf.io.VarLenFeature(tf.float32)
       keys_to_features[_KEYS.keypoint_x] = tf.io.VarLenFeature(tf.float32)
 
-    callback = tfexample_decoder.ItemHandlerCallback
-    items_to_handlers = {
-        _FIELDS.image: callback([_KEYS.image_encoded, _KEYS.image_format],
-                                lambda t: decode_image(t[_KEYS.image_encoded])),
-        _FIELDS.source_id: tfexample_decoder.Tensor(_KEYS.source_id),
-        _FIELDS.key: tfexample_decoder.Tensor(KEY_SHA256),
-        _FIELDS.filename: tfexample_decoder.Tensor(_KEYS.filename),
-        # Raw parsed features, turned into the outputs (and checks) in _assemble.
-        '_raw': callback(list(keys_to_features), dict),
-    }
-    self._keys_to_features = keys_to_features
-    self._decoder = tfexample_decoder.TFExampleDecoder(keys_to_features, items_to_handlers)
-
-  def parse_size(self, tf_example_string_tensor):
-    """Parses the record without decoding the image.
-
-    Returns:
-      a scalar int32 (the number of parsed values) that only evaluates when
-      the record is a tf.Example with the expected feature types.
-    """
-    parsed = tf.io.parse_single_example(tf_example_string_tensor, self._keys_to_features)
-    return tf.add_n([tf.size(v.values if isinstance(v, tf.SparseTensor) else v)
-                     for v in parsed.values()])
-
-  def valid_class_ids(self):
-    """The label map's ids (sorted), or None when decoding without one."""
-    return self._labels.valid_ids()
+    self._init_decoder(keys_to_features)
 
   def decode(self, tf_example_string_tensor):
     """Decodes one serialized tf.Example.
@@ -382,7 +390,7 @@ class TfExampleDecoder:
     return tensor_dict
 
 
-class TfClassificationExampleDecoder:
+class TfClassificationExampleDecoder(_ExampleDecoder):
   """Decodes classification tf.Examples (`image/encoded`, `image/class/label`)."""
 
   def __init__(self, label_map_proto_file=None, use_display_name=False):
@@ -404,32 +412,7 @@ class TfClassificationExampleDecoder:
         _KEYS.image_class_label: tf.io.FixedLenFeature((), tf.int64, default_value=-1),
         _KEYS.image_class_text: tf.io.FixedLenFeature((), tf.string, default_value=''),
     }
-    callback = tfexample_decoder.ItemHandlerCallback
-    items_to_handlers = {
-        _FIELDS.image: callback([_KEYS.image_encoded, _KEYS.image_format],
-                                lambda t: decode_image(t[_KEYS.image_encoded])),
-        _FIELDS.source_id: tfexample_decoder.Tensor(_KEYS.source_id),
-        _FIELDS.key: tfexample_decoder.Tensor(KEY_SHA256),
-        _FIELDS.filename: tfexample_decoder.Tensor(_KEYS.filename),
-        '_raw': callback(list(keys_to_features), dict),
-    }
-    self._keys_to_features = keys_to_features
-    self._decoder = tfexample_decoder.TFExampleDecoder(keys_to_features, items_to_handlers)
-
-  def parse_size(self, tf_example_string_tensor):
-    """Parses the record without decoding the image.
-
-    Returns:
-      a scalar int32 (the number of parsed values) that only evaluates when
-      the record is a tf.Example with the expected feature types.
-    """
-    parsed = tf.io.parse_single_example(tf_example_string_tensor, self._keys_to_features)
-    return tf.add_n([tf.size(v.values if isinstance(v, tf.SparseTensor) else v)
-                     for v in parsed.values()])
-
-  def valid_class_ids(self):
-    """The label map's ids (sorted), or None when decoding without one."""
-    return self._labels.valid_ids()
+    self._init_decoder(keys_to_features)
 
   def decode(self, tf_example_string_tensor):
     """Decodes one record into {image, label, source_id, key, filename}."""
