@@ -159,6 +159,16 @@ SUPERVISOR_THREADS_FIX = 'supervisor.threads_in_graph'
 _SUPERVISOR_THREADS = (_supervisor.SVSummaryThread, _supervisor.SVStepCounterThread,
                        _supervisor.SVTimerCheckpointThread)
 
+# TF 2.21 routes `tf.keras` and `tf.compat.v1.layers` to Keras 3 unless
+# TF_USE_LEGACY_KERAS is set, and Keras 3 refuses the v1 layers user model_fns
+# are written with (`tf.compat.v1.layers.dense` raises "`dense` is not
+# available with Keras 3") and has no graph mode. TF reads the variable when
+# `tf.keras` / `tf.compat.v1.layers` is first touched, so setting it here (only
+# when the user has not set it) routes both to tf-keras 2.21, the Keras that
+# graph-mode TF 1 code was written for. TF_USE_LEGACY_KERAS=0 keeps Keras 3.
+LEGACY_KERAS_FIX = 'keras.legacy_for_v1_layers'
+_LEGACY_KERAS_ENV = 'TF_USE_LEGACY_KERAS'
+
 _APPLIED = []
 
 
@@ -293,6 +303,26 @@ def _run_supervisor_threads_in_graph():
   return True
 
 
+def _legacy_keras_needs_fix():
+  """True when TF would pick Keras 3 (no TF_USE_LEGACY_KERAS) and tf-keras is installed."""
+  if os.environ.get(_LEGACY_KERAS_ENV) is not None:
+    return False
+  try:
+    keras_major = int(importlib.metadata.version('keras').split('.')[0])
+    importlib.metadata.version('tf-keras')
+  except (importlib.metadata.PackageNotFoundError, ValueError):
+    return False
+  return keras_major >= 3
+
+
+def _select_legacy_keras():
+  """Sets TF_USE_LEGACY_KERAS=1 when needed; returns True when this call set it."""
+  if not _legacy_keras_needs_fix():
+    return False
+  os.environ[_LEGACY_KERAS_ENV] = '1'
+  return True
+
+
 def _disabled_fix_ids():
   """Reads SLIMTRAIN_DISABLE_COMPAT.
 
@@ -358,6 +388,8 @@ def needed_fixes():
     needed.append(ASSIGN_FROM_CHECKPOINT_FIX)
   if SUPERVISOR_THREADS_FIX in _APPLIED or _supervisor_threads_need_fix():
     needed.append(SUPERVISOR_THREADS_FIX)
+  if LEGACY_KERAS_FIX in _APPLIED or _legacy_keras_needs_fix():
+    needed.append(LEGACY_KERAS_FIX)
   return needed
 
 
@@ -384,6 +416,8 @@ def apply():
     applied.append(ASSIGN_FROM_CHECKPOINT_FIX)
   if SUPERVISOR_THREADS_FIX not in disabled and _run_supervisor_threads_in_graph():
     applied.append(SUPERVISOR_THREADS_FIX)
+  if LEGACY_KERAS_FIX not in disabled and _select_legacy_keras():
+    applied.append(LEGACY_KERAS_FIX)
   _APPLIED.extend(applied)
   return applied
 

@@ -191,6 +191,30 @@ class CompatLayerTest(tf.test.TestCase):
     self.assertIn('OK True', result.stdout)
 
 
+  def test_tf_compat_v1_layers_in_a_user_script(self):
+    # User model_fns call tf.compat.v1.layers; with Keras 3 they raise
+    # "`dense` is not available with Keras 3".
+    script = '\n'.join([
+        'import sys',
+        'import tensorflow as tf',
+        'from core import compat',
+        'tf.compat.v1.disable_eager_execution()',
+        'x = tf.compat.v1.placeholder(tf.float32, [None, 3])',
+        'y = tf.compat.v1.layers.dense(x, 2)',
+        'y = tf.compat.v1.layers.conv2d(tf.reshape(y, [-1, 1, 1, 2]), 4, 1)',
+        'print("OK", sys.argv[1] in compat.applied_fixes())',
+    ])
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2',
+               PYTHONPATH=_REPO_ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''))
+    for name in (compat.DISABLE_ENV, 'TF_USE_LEGACY_KERAS'):
+      env.pop(name, None)
+    result = subprocess.run([sys.executable, '-c', script, compat.LEGACY_KERAS_FIX],
+                            env=env, cwd=_REPO_ROOT, capture_output=True, text=True,
+                            timeout=300)
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    self.assertIn('OK True', result.stdout)
+
+
 class LayersTest(tf.test.TestCase):
   """slim layers as slimtrain's models and feature extractors use them."""
 
