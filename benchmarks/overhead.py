@@ -1,0 +1,326 @@
+r"""Per-step cost of the framework: trainer.train and Estimator vs a bare Session loop.
+
+One process, one model, one input, one thread setting, five ways to train:
+
+  (a) `trainer.trainer.train` — BatchQueue + model_deploy + slim.learning.train
+      (Supervisor, summary and checkpoint threads, TrainStepRunner);
+  (c) a hand-written `tf.compat.v1.Session` loop over the same BatchQueue input
+      and the same model, loss and optimizer (one `run` of the train op per step);
+  (b) `trainer.estimator.Estimator.train` with a `model_fn` over a tf.data
+      input (skipped, and reported missing, when `trainer.estimator` has no
+      `Estimator`);
+  (c') the same hand-written Session loop over the same tf.data input as (b)
+      (the fair baseline for (b): the BatchQueue and tf.data inputs differ);
+  (d) Keras 3 `model.fit` on the same architecture and tf.data input
+      (jit_compile off, steps_per_execution 1: the same work per step).
+
+The data are in-memory synthetic images (random pixels, random labels). (a)
+and (b) are timed from inside their own loops (a step-end timestamp per step,
+taken by a TrainStepRunner subclass and a SessionRunHook), so graph building,
+session start and the final checkpoint are not counted, but the Supervisor's
+threads, summaries and hooks are. Ratios: (a)/(c) and (b)/(c') (goal >= 0.95),
+and (a)/(d).
+
+    python -m benchmarks.overhead --quick          # about 30 s on 2 cores
+    python -m benchmarks.overhead                  # small CNN + ResNet-50 (32x32)
+    python -m benchmarks.overhead --models=small_cnn --steps=200 --repeats=5
+"""
+
+import os
+import sys
+import tempfile
+import time
+
+from absl import app
+from absl import flags
+from absl import logging
+import tensorflow as tf
+
+from benchmarks import bench_util
+from core import standard_fields as fields
+
+flags.DEFINE_bool('quick', False, 'Tiny sizes and few steps (a smoke run of ~30 s).')
+flags.DEFINE_list('models', ['small_cnn', 'resnet_v1_50'],
+                  'Nets to measure (keys of models.slim_classifier.NETS).')
+flags.DEFINE_integer('image_size', 32, 'Height and width of the images.')
+flags.DEFINE_integer('batch_size', 32, 'Images per step for small_cnn.')
+flags.DEFINE_integer('resnet_batch_size', 8, 'Images per step for resnet nets.')
+flags.DEFINE_integer('threads', 2, 'intra- and inter-op threads of every variant.')
+flags.DEFINE_integer('warmup', 10, 'Untimed warm-up steps per repeat (>= 10).')
+flags.DEFINE_integer('steps', 100, 'Timed steps per repeat (>= 100).')
+flags.DEFINE_integer('repeats', 3, 'Repeats per variant (>= 3).')
+FLAGS = flags.FLAGS
+
+NUM_CLASSES = 10
+NUM_IMAGES = 64
+LEARNING_RATE = 0.01
+MOMENTUM = 0.9
+LABELS = {
+    'a': '(a) trainer.train',
+    'c': '(c) Session loop, BatchQueue',
+    'b': '(b) Estimator.train',
+    'c_data': "(c') Session loop, tf.data",
+    'd': '(d) Keras 3 model.fit',
+}
+
+
+class Spec(object):
+  """What every variant trains: net, image size, batch, data, threads, steps."""
+
+  def __init__(self, net, image_size, batch_size, threads, warmup, steps):
+    self.net = net
+    self.image_size = image_size
+    self.batch_size = batch_size
+    self.threads = threads
+    self.warmup = warmup
+    self.steps = steps
+    self.images, self.labels = bench_util.synthetic_images(
+        NUM_IMAGES, image_size, image_size, NUM_CLASSES)
+
+  def session_config(self):
+    return bench_util.session_config(self.threads, self.threads)
+
+  def model(self):
+    return bench_util.make_classifier(self.net, self.image_size, NUM_CLASSES)
+
+  def dataset(self):
+    """Batched (images, 0-based labels), repeated forever, prefetched."""
+    data = tf.data.Dataset.from_tensor_slices((self.images, self.labels))
+    return data.repeat().batch(self.batch_size, drop_remainder=True).prefetch(2)
+
+  def tensor_dict(self):
+    """One example for the BatchQueue (labels 1-based, as the trainer expects)."""
+    data = tf.data.Dataset.from_tensor_slices((self.images, self.labels + 1)).repeat()
+    image, label = tf.compat.v1.data.make_one_shot_iterator(data).get_next()
+    return {fields.InputDataFields.image: image, fields.InputDataFields.label: label}
+
+
+def _train_config(spec):
+  from google.protobuf import text_format  # noqa: PLC0415
+  from protos import train_pb2  # noqa: PLC0415
+  config = text_format.Parse("""
+      startup_delay_steps: 0
+      optimizer { momentum_optimizer {
+          learning_rate { constant_learning_rate { learning_rate: %g } }
+          momentum_optimizer_value: %g } }
+  """ % (LEARNING_RATE, MOMENTUM), train_pb2.TrainConfig())
+  config.batch_size = spec.batch_size
+  config.num_steps = spec.warmup + spec.steps
+  config.num_batch_queue_threads = spec.threads
+  return config
+
+
+def _train_op(model, images, labels):
+  """Loss (with regularization) and one momentum step, as a user writes it."""
+  global_step = tf.compat.v1.train.get_or_create_global_step()
+  processed, shapes = model.preprocess(images)
+  model.provide_groundtruth(labels)
+  model.loss(model.predict(processed, shapes), shapes)
+  total_loss = tf.compat.v1.losses.get_total_loss()
+  optimizer = tf.compat.v1.train.MomentumOptimizer(LEARNING_RATE, MOMENTUM)
+  with tf.control_dependencies(tf.compat.v1.get_collection(
+      tf.compat.v1.GraphKeys.UPDATE_OPS)):
+    train_op = optimizer.minimize(total_loss, global_step=global_step)
+  return total_loss, train_op
+
+
+def run_trainer(spec):
+  """(a): trainer.train; images/sec from per-step timestamps."""
+  from trainer import trainer  # noqa: PLC0415
+  from trainer import training_loop  # noqa: PLC0415
+  stamps = []
+  base = training_loop.TrainStepRunner
+
+  class StampedRunner(base):
+    def __call__(self, *args):
+      result = base.__call__(self, *args)
+      stamps.append(time.perf_counter())
+      return result
+
+  training_loop.TrainStepRunner = StampedRunner
+  try:
+    with tempfile.TemporaryDirectory() as train_dir:
+      trainer.train(spec.tensor_dict, spec.model, _train_config(spec), master='', task=0,
+                    num_clones=1, worker_replicas=1, clone_on_cpu=True, ps_tasks=0,
+                    worker_job_name='worker', is_chief=True, train_dir=train_dir,
+                    session_config_override=spec.session_config())
+  finally:
+    training_loop.TrainStepRunner = base
+  return bench_util.rate_from_stamps(stamps, spec.warmup, spec.batch_size)
+
+
+def _session_loop(spec, build_inputs):
+  """Builds the train op over `build_inputs()` and times a bare Session loop."""
+  graph = tf.Graph()
+  with graph.as_default():
+    images, labels = build_inputs()
+    _, train_op = _train_op(spec.model(), images, labels)
+    init = tf.group(tf.compat.v1.global_variables_initializer(),
+                    tf.compat.v1.local_variables_initializer())
+  with tf.compat.v1.Session(graph=graph, config=spec.session_config()) as sess:
+    sess.run(init)
+    coord = tf.train.Coordinator()
+    threads = tf.compat.v1.train.start_queue_runners(sess=sess, coord=coord)
+    rate = bench_util.timed_steps(sess.make_callable(train_op), spec.warmup, spec.steps)
+    coord.request_stop()
+    sess.close()
+    coord.join(threads, stop_grace_period_secs=5, ignore_live_threads=True)
+  return rate * spec.batch_size
+
+
+def run_session_queue(spec):
+  """(c): Session loop over the same BatchQueue the trainer builds."""
+  from core import batcher  # noqa: PLC0415
+
+  def inputs():
+    tensor_dict = spec.tensor_dict()
+    tensor_dict[fields.InputDataFields.image] = tf.expand_dims(
+        tensor_dict[fields.InputDataFields.image], 0)
+    queue = batcher.BatchQueue(tensor_dict, batch_size=spec.batch_size,
+                               batch_queue_capacity=150,
+                               num_batch_queue_threads=spec.threads, prefetch_queue_capacity=5)
+    examples = queue.dequeue()
+    images = tf.concat([e[fields.InputDataFields.image] for e in examples], 0)
+    labels = tf.stack([e[fields.InputDataFields.label] for e in examples]) - 1
+    return images, labels
+  return _session_loop(spec, inputs)
+
+
+def run_session_dataset(spec):
+  """(c'): Session loop over the tf.data input of (b) and (d)."""
+  return _session_loop(
+      spec, lambda: tf.compat.v1.data.make_one_shot_iterator(spec.dataset()).get_next())
+
+
+def estimator_module():
+  """trainer.estimator when it provides Estimator, else None."""
+  try:
+    from trainer import estimator  # noqa: PLC0415
+  except ImportError:
+    return None
+  return estimator if hasattr(estimator, 'Estimator') else None
+
+
+def run_estimator(spec):
+  """(b): Estimator.train over the tf.data input; timed by a SessionRunHook."""
+  tfe = estimator_module()
+  stamps = []
+
+  class StampHook(tf.compat.v1.train.SessionRunHook):
+    def after_run(self, run_context, run_values):
+      stamps.append(time.perf_counter())
+
+  def model_fn(features, labels, mode):
+    loss, train_op = _train_op(spec.model(), features, labels)
+    return tfe.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+  with tempfile.TemporaryDirectory() as model_dir:
+    estimator = tfe.Estimator(model_fn, model_dir=model_dir,
+                              config=tfe.RunConfig(session_config=spec.session_config()))
+    estimator.train(spec.dataset, max_steps=spec.warmup + spec.steps, hooks=[StampHook()])
+  return bench_util.rate_from_stamps(stamps, spec.warmup, spec.batch_size)
+
+
+def _keras_model(spec):
+  """The same architecture in Keras 3 (small_cnn exactly; ResNet-50 v1 from applications)."""
+  import keras  # noqa: PLC0415
+  size = spec.image_size
+  # slim's l2_regularizer(w) is w * sum(x^2) / 2; Keras' L2(w) is w * sum(x^2).
+  l2 = keras.regularizers.L2(4e-5 / 2)
+  head = [keras.Input((size, size, 3)), keras.layers.Resizing(size, size),
+          keras.layers.Rescaling(2.0 / 255.0, offset=-1.0)]
+  if spec.net == 'small_cnn':
+    layers = []
+    for depth in (32, 64, 128):
+      layers += [keras.layers.Conv2D(depth, 3, padding='same', activation='relu',
+                                     kernel_initializer='he_normal', kernel_regularizer=l2),
+                 keras.layers.MaxPooling2D(2, padding='same')]
+    layers += [keras.layers.GlobalAveragePooling2D(),
+               keras.layers.Dense(NUM_CLASSES, kernel_regularizer=l2)]
+    return keras.Sequential(head + layers)
+  if spec.net == 'resnet_v1_50':
+    inputs = head[0]
+    net = head[2](head[1](inputs))
+    body = keras.applications.ResNet50(weights=None, include_top=True, input_shape=(size, size, 3),
+                                       classes=NUM_CLASSES, classifier_activation=None)
+    return keras.Model(inputs, body(net))
+  raise ValueError('no Keras version of net %r (use small_cnn or resnet_v1_50)' % spec.net)
+
+
+def run_keras(spec):
+  """(d): Keras 3 model.fit on the tf.data input; timed by a batch-end callback."""
+  import keras  # noqa: PLC0415
+  stamps = []
+
+  class StampCallback(keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+      stamps.append(time.perf_counter())
+
+  model = _keras_model(spec)
+  model.compile(optimizer=keras.optimizers.SGD(LEARNING_RATE, momentum=MOMENTUM),
+                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                jit_compile=False, steps_per_execution=1)
+  model.fit(spec.dataset(), epochs=1, steps_per_epoch=spec.warmup + spec.steps,
+            callbacks=[StampCallback()], verbose=0)
+  return bench_util.rate_from_stamps(stamps, spec.warmup, spec.batch_size)
+
+
+def run_benchmark(spec, repeats, out=sys.stdout):
+  """Measures every variant for one Spec; prints the table and ratios.
+
+  Returns:
+    dict {variant: [images/sec per repeat]} plus 'ratios': {name: value}.
+  """
+  have_estimator = estimator_module() is not None
+  variants = {
+      'a': lambda: run_trainer(spec),
+      'c': lambda: run_session_queue(spec),
+      'b': (lambda: run_estimator(spec)) if have_estimator else None,
+      'c_data': lambda: run_session_dataset(spec),
+      'd': lambda: run_keras(spec),
+  }
+  print('\n== %s %dx%d, batch %d, %d threads, %d warm-up + %d timed steps x %d repeats'
+        % (spec.net, spec.image_size, spec.image_size, spec.batch_size, spec.threads,
+           spec.warmup, spec.steps, repeats), file=out, flush=True)
+  results = bench_util.repeat_variants(variants, repeats, out=out)
+  bench_util.print_table('%s images/sec' % spec.net, results, 'img/s', LABELS, out=out)
+  ratios = {'a/c': bench_util.ratio(results['a'], results['c']),
+            'a/d': bench_util.ratio(results['a'], results['d'])}
+  print(bench_util.ratio_line('(a)/(c)', results['a'], results['c'], goal=0.95), file=out)
+  if have_estimator:
+    ratios['b/c_data'] = bench_util.ratio(results['b'], results['c_data'])
+    print(bench_util.ratio_line("(b)/(c')", results['b'], results['c_data'], goal=0.95),
+          file=out)
+  else:
+    print("ratio (b)/(c') = missing (trainer.estimator.Estimator is not available)", file=out)
+  print(bench_util.ratio_line('(a)/(d)', results['a'], results['d']), file=out)
+  print(bench_util.ratio_line("(c)/(c') [BatchQueue vs tf.data input]", results['c'],
+                              results['c_data']), file=out, flush=True)
+  results['ratios'] = ratios
+  return results
+
+
+def main(argv):
+  del argv
+  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+  logging.set_verbosity(logging.WARNING)  # keeps the tables readable
+  tf.get_logger().setLevel('ERROR')
+  # Eager stays on in this process (Keras needs it); the graph variants build
+  # their own tf.Graph. The eager thread pools get the same sizes.
+  tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
+  tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
+  warmup, steps, repeats = FLAGS.warmup, FLAGS.steps, FLAGS.repeats
+  models, image_size = FLAGS.models, FLAGS.image_size
+  if FLAGS.quick:
+    warmup, steps, repeats, models, image_size = 3, 30, 1, ['small_cnn'], 16
+  elif warmup < 10 or steps < 100 or repeats < 3:
+    raise app.UsageError('full mode needs --warmup >= 10, --steps >= 100, --repeats >= 3')
+  for net in models:
+    batch = FLAGS.resnet_batch_size if net.startswith('resnet') else FLAGS.batch_size
+    if FLAGS.quick:
+      batch = 8
+    run_benchmark(Spec(net, image_size, batch, FLAGS.threads, warmup, steps), repeats)
+
+
+if __name__ == '__main__':
+  app.run(main)
