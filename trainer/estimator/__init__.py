@@ -1,1 +1,31 @@
-"""The tf.estimator workflow on TF 2.21 (see trainer/estimator)."""
+"""The tf.estimator workflow on TF 2.21: `from trainer import estimator as tfe`.
+
+`tf.estimator.X` ports as `tfe.X` (Estimator, EstimatorSpec, ModeKeys,
+RunConfig, WarmStartSettings, export.*, TrainSpec, EvalSpec,
+train_and_evaluate, exporters, experimental early-stopping hooks).
+"""
+
+from core import compat  # noqa: F401  (must run before tf_slim is used)
+
+# Estimator core (estimator.py, model_fn.py, run_config.py, warm_starting.py, export/).
+from trainer.estimator import export  # noqa: F401
+from trainer.estimator.estimator import Estimator  # noqa: F401
+from trainer.estimator.model_fn import EstimatorSpec  # noqa: F401
+from trainer.estimator.model_fn import ModeKeys  # noqa: F401
+from trainer.estimator.run_config import RunConfig  # noqa: F401
+from trainer.estimator.warm_starting import WarmStartSettings  # noqa: F401
+
+# train_and_evaluate, exporters and early stopping (training.py, exporter.py, experimental.py).
+from trainer.estimator import experimental  # noqa: E402,F401
+from trainer.estimator.exporter import BestExporter  # noqa: E402,F401
+from trainer.estimator.exporter import Exporter  # noqa: E402,F401
+from trainer.estimator.exporter import FinalExporter  # noqa: E402,F401
+from trainer.estimator.exporter import LatestExporter  # noqa: E402,F401
+from trainer.estimator.training import EvalSpec  # noqa: E402,F401
+from trainer.estimator.training import TrainSpec  # noqa: E402,F401
+from trainer.estimator.training import train_and_evaluate  # noqa: E402,F401
+
+# tf.contrib.learn / tf.contrib.training pieces (hparams.py, experiment.py, learn_runner.py).
+from trainer.estimator import learn_runner  # noqa: E402,F401
+from trainer.estimator.experiment import Experiment  # noqa: E402,F401
+from trainer.estimator.hparams import HParams  # noqa: E402,F401

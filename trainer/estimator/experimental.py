@@ -1,0 +1,14 @@
+"""`tfe.experimental`: the names tf.estimator kept under `tf.estimator.experimental`.
+
+    from trainer import estimator as tfe
+    hook = tfe.experimental.stop_if_no_decrease_hook(estimator, 'loss', 1000)
+
+See trainer/estimator/early_stopping.py for what the hooks do.
+"""
+
+from trainer.estimator.early_stopping import make_early_stopping_hook  # noqa: F401
+from trainer.estimator.early_stopping import read_eval_metrics  # noqa: F401
+from trainer.estimator.early_stopping import stop_if_higher_hook  # noqa: F401
+from trainer.estimator.early_stopping import stop_if_lower_hook  # noqa: F401
+from trainer.estimator.early_stopping import stop_if_no_decrease_hook  # noqa: F401
+from trainer.estimator.early_stopping import stop_if_no_increase_hook  # noqa: F401

@@ -1,0 +1,546 @@
+"""`train_and_evaluate`: train, evaluate new checkpoints and export, locally or on a cluster.
+
+The same call works on a laptop and on a cluster; TF_CONFIG (read by
+`RunConfig`) decides what this process does:
+
+    train_spec = tfe.TrainSpec(train_input_fn, max_steps=10000)
+    eval_spec = tfe.EvalSpec(eval_input_fn, steps=100, throttle_secs=60,
+                             exporters=tfe.BestExporter(
+                                 serving_input_receiver_fn=serving_input_receiver_fn))
+    metrics, export_results = tfe.train_and_evaluate(estimator, train_spec, eval_spec)
+
+* no cluster in TF_CONFIG (local): one `train()` call; whenever a checkpoint
+  is saved it is evaluated, unless the last evaluation is less than
+  `throttle_secs` old (that skip is logged as a warning, naming the fix:
+  `throttle_secs=0` evaluates every checkpoint). The checkpoint at the end
+  of training is always evaluated and is the final export. Returns the last
+  metrics and export results.
+* `chief` / `master`: trains (the master also evaluates, as in local mode);
+  at the end it waits (bounded) for the workers to finish and then tells the
+  ps tasks that training is over.
+* `worker`: waits a little (`min(60, 5 * (index + 1))` seconds, as
+  tf.estimator) so the chief can initialise the model, trains, then tells the
+  chief it is done.
+* `ps`: serves the variables until the chief says training is over, then
+  returns (tf.estimator's ps ran `server.join()` forever).
+* `evaluator` (outside the cluster, reading model_dir): after
+  `start_delay_secs`, evaluates each new checkpoint at most every
+  `throttle_secs` and returns after the final one (global step >= max_steps,
+  or the checkpoint carries an early-stopping STOP flag); tf.estimator's
+  evaluator never returned when max_steps was not reached.
+
+Exports go to `model_dir/export/<exporter name>/<timestamp>/`.
+"""
+
+import collections
+import os
+import time
+
+from absl import logging
+import tensorflow as tf
+
+from deployment import cluster as cluster_lib
+from trainer import cluster_roles
+from trainer.estimator import early_stopping
+from trainer.estimator import exporter as exporter_lib
+
+_WORKERS_DONE_QUEUE = 'slimtrain_estimator_workers_done'
+_WORKERS_DONE_TIMEOUT_SECS = 600
+_POLL_SECS = 5.0
+_MISSING_CHECKPOINT_WARNING_SECS = 600
+_MAX_WORKER_DELAY_SECS = 60
+_WORKER_DELAY_SECS_PER_INDEX = 5
+
+
+def _validate_input_fn(input_fn):
+  if not callable(input_fn):
+    raise TypeError('`input_fn` must be callable, given: {}'.format(input_fn))
+
+
+def _validate_hooks(hooks):
+  """Returns `hooks` as a tuple of SessionRunHooks."""
+  hooks = tuple(hooks or [])
+  for hook in hooks:
+    if not isinstance(hook, tf.compat.v1.train.SessionRunHook):
+      raise TypeError('All hooks must be `SessionRunHook` instances, given: {}'.format(hook))
+  return hooks
+
+
+def _validate_saving_listeners(saving_listeners):
+  """Returns `saving_listeners` as a tuple of CheckpointSaverListeners."""
+  saving_listeners = tuple(saving_listeners or [])
+  for listener in saving_listeners:
+    if not isinstance(listener, tf.compat.v1.train.CheckpointSaverListener):
+      raise TypeError('All saving_listeners must be `CheckpointSaverListener` instances, '
+                      'given: {}'.format(listener))
+  return saving_listeners
+
+
+def _validate_exporters(exporters):
+  """Returns `exporters` (None, one Exporter or an iterable of them) as a tuple."""
+  if not exporters:
+    return ()
+  if isinstance(exporters, exporter_lib.Exporter):
+    exporters = [exporters]
+  not_exporters = TypeError('`exporters` must be an Exporter, an iterable of Exporter, or '
+                            '`None`, found %s.' % (exporters,))
+  try:
+    exporters = list(exporters)
+  except TypeError:
+    raise not_exporters from None
+  if not all(isinstance(exporter, exporter_lib.Exporter) for exporter in exporters):
+    raise not_exporters
+  all_names = [e.name for e in exporters]
+  names = []
+  for exporter in exporters:
+    if not exporter.name:
+      raise ValueError('An Exporter cannot have a name that is `None` or empty. All exporter '
+                       'names: %s' % all_names)
+    if not isinstance(exporter.name, str):
+      raise ValueError('An Exporter must have a string name. Given: %s' % type(exporter.name))
+    if exporter.name in names:
+      raise ValueError('`exporters` must have unique names. Such a name cannot be `None`. '
+                       '%s names were given: %s' % (exporter.name, all_names))
+    names.append(exporter.name)
+  return tuple(exporters)
+
+
+class TrainSpec(collections.namedtuple(
+    'TrainSpec', ['input_fn', 'max_steps', 'hooks', 'saving_listeners'])):
+  """What `train_and_evaluate` trains on, and for how long."""
+
+  def __new__(cls, input_fn, max_steps=None, hooks=None, saving_listeners=None):
+    """Creates a validated TrainSpec.
+
+    Args:
+      input_fn: returns a Dataset or (features, labels) for training.
+      max_steps: train until the global step reaches this (None: until the
+        input ends or a hook stops training).
+      hooks: SessionRunHooks for every training task.
+      saving_listeners: CheckpointSaverListeners for the chief.
+
+    Raises:
+      TypeError, ValueError: for invalid arguments (tf.estimator's texts).
+    """
+    _validate_input_fn(input_fn)
+    if max_steps is not None and max_steps <= 0:
+      raise ValueError('Must specify max_steps > 0, given: {}'.format(max_steps))
+    return super(TrainSpec, cls).__new__(
+        cls, input_fn=input_fn, max_steps=max_steps, hooks=_validate_hooks(hooks),
+        saving_listeners=_validate_saving_listeners(saving_listeners))
+
+
+class EvalSpec(collections.namedtuple('EvalSpec', [
+    'input_fn', 'steps', 'name', 'hooks', 'exporters', 'start_delay_secs',
+    'throttle_secs'])):
+  """What `train_and_evaluate` evaluates on, how often, and what it exports."""
+
+  def __new__(cls, input_fn, steps=100, name=None, hooks=None, exporters=None,
+              start_delay_secs=120, throttle_secs=600):
+    """Creates a validated EvalSpec.
+
+    Args:
+      input_fn: returns a Dataset or (features, labels) for evaluation.
+      steps: batches per evaluation; None evaluates until the input ends.
+      name: evaluation name; metrics go to `model_dir/eval_<name>`.
+      hooks: SessionRunHooks for evaluation.
+      exporters: an Exporter or an iterable of Exporters with unique names.
+      start_delay_secs: the evaluator task waits this long before its first
+        evaluation (ignored in local mode).
+      throttle_secs: minimum seconds between two evaluations; skipped
+        checkpoints are logged. 0 evaluates every new checkpoint.
+
+    Raises:
+      TypeError, ValueError: for invalid arguments (tf.estimator's texts).
+    """
+    _validate_input_fn(input_fn)
+    if steps is not None and steps <= 0:
+      raise ValueError('Must specify steps > 0, given: {}'.format(steps))
+    if name is not None and not isinstance(name, str):
+      raise TypeError('`name` must be string, given: {}'.format(name))
+    hooks = _validate_hooks(hooks)
+    exporters = _validate_exporters(exporters)
+    if start_delay_secs < 0:
+      raise ValueError('Must specify start_delay_secs >= 0, given: {}'.format(start_delay_secs))
+    if throttle_secs < 0:
+      raise ValueError('Must specify throttle_secs >= 0, given: {}'.format(throttle_secs))
+    return super(EvalSpec, cls).__new__(
+        cls, input_fn=input_fn, steps=steps, name=name, hooks=hooks, exporters=exporters,
+        start_delay_secs=start_delay_secs, throttle_secs=throttle_secs)
+
+
+def train_and_evaluate(estimator, train_spec, eval_spec):
+  """Trains, evaluates and exports `estimator` as this process's TF_CONFIG task says.
+
+  Args:
+    estimator: an `Estimator`.
+    train_spec: a `TrainSpec`.
+    eval_spec: an `EvalSpec`.
+
+  Returns:
+    (metrics of the last evaluation, list of export results of that
+    evaluation) in local mode, on the master and on the evaluator;
+    (None, []) on chief, worker and ps tasks.
+
+  Raises:
+    TypeError: for arguments of the wrong type.
+    ValueError: for an unusable task configuration.
+    RuntimeError: when no checkpoint could be evaluated in local mode.
+  """
+  from trainer.estimator import estimator as estimator_lib  # cycle: __init__ imports us
+  if not isinstance(estimator, estimator_lib.Estimator):
+    raise TypeError('`estimator` must have type `tf.estimator.Estimator`. '
+                    'Got: {}'.format(type(estimator)))
+  if not isinstance(train_spec, TrainSpec):
+    raise TypeError('`train_spec` must have type `tf.estimator.TrainSpec`. '
+                    'Got: {}'.format(type(train_spec)))
+  if not isinstance(eval_spec, EvalSpec):
+    raise TypeError('`eval_spec` must have type `tf.estimator.EvalSpec`. '
+                    'Got: {}'.format(type(eval_spec)))
+  config = estimator.config
+  if config.task_type == 'evaluator' and config.task_id > 0:
+    raise ValueError('For distributed training, there can only be one `evaluator` task '
+                     '(with task id 0).  Given task id {}'.format(config.task_id))
+  return _TrainingExecutor(estimator, train_spec, eval_spec).run()
+
+
+_EvalResult = collections.namedtuple('_EvalResult', ['status', 'metrics', 'checkpoint_path'])
+_EVALUATED = 'evaluated'
+_MISSING_CHECKPOINT = 'missing checkpoint'
+_NO_NEW_CHECKPOINT = 'no new checkpoint'
+
+
+class _Evaluator(object):
+  """Evaluates the latest checkpoint (once per checkpoint) and runs the exporters."""
+
+  def __init__(self, estimator, eval_spec, max_training_steps):
+    self._estimator = estimator
+    self._eval_spec = eval_spec
+    self._max_training_steps = max_training_steps
+    self._previous_checkpoint_path = None
+    self._last_missing_warning = None
+    self.last_result = None
+    self.last_export_results = []
+    self.final_export_done = False
+
+  def is_final(self, eval_result):
+    """True when `eval_result` is of the last checkpoint training will write."""
+    step = eval_result.metrics['global_step']
+    if self._max_training_steps and step >= self._max_training_steps:
+      return True
+    return early_stopping.checkpoint_requested_stop(eval_result.checkpoint_path)
+
+  def evaluate_and_export(self, is_the_final_export=None):
+    """Evaluates the latest checkpoint if it is new, then exports.
+
+    Args:
+      is_the_final_export: True/False, or None to decide with `is_final`.
+
+    Returns:
+      An `_EvalResult`; `last_result` / `last_export_results` hold the latest evaluation.
+    """
+    checkpoint_path = self._estimator.latest_checkpoint()
+    if not checkpoint_path:
+      now = time.time()
+      if (self._last_missing_warning is None or
+          now - self._last_missing_warning >= _MISSING_CHECKPOINT_WARNING_SECS):
+        self._last_missing_warning = now
+        logging.warning('Estimator is not trained yet. Will start an evaluation when a '
+                        'checkpoint is ready.')
+      return _EvalResult(_MISSING_CHECKPOINT, None, None)
+    if checkpoint_path == self._previous_checkpoint_path:
+      logging.info('No new checkpoint ready for evaluation. Skip the current evaluation pass '
+                   'as evaluation results are expected to be same for the same checkpoint.')
+      return _EvalResult(_NO_NEW_CHECKPOINT, None, None)
+    try:
+      metrics = self._estimator.evaluate(
+          self._eval_spec.input_fn, steps=self._eval_spec.steps, name=self._eval_spec.name,
+          checkpoint_path=checkpoint_path, hooks=self._eval_spec.hooks)
+    except (ValueError, tf.errors.NotFoundError):
+      if tf.io.gfile.exists(checkpoint_path + '.index'):
+        raise
+      # The trainer's Saver deleted it (keep_checkpoint_max) before or while
+      # it was read: evaluate the next latest one instead of dying.
+      logging.warning('Checkpoint %s was deleted before it could be evaluated (the trainer '
+                      'keeps only RunConfig.keep_checkpoint_max checkpoints); skipping it.',
+                      checkpoint_path)
+      return _EvalResult(_NO_NEW_CHECKPOINT, None, None)
+    if not isinstance(metrics, dict):
+      raise TypeError('`Estimator.evaluate` should return dict. Given {}.'.format(
+          type(metrics)))
+    if 'global_step' not in metrics:
+      raise ValueError('Internal error: `Estimator.evaluate` should have `global_step` in '
+                       'result. Given {}'.format(metrics))
+    self._previous_checkpoint_path = checkpoint_path
+    result = _EvalResult(_EVALUATED, metrics, checkpoint_path)
+    if is_the_final_export is None:
+      is_the_final_export = self.is_final(result)
+    logging.info('Evaluated %s: %s', checkpoint_path, _format_metrics(metrics))
+    self.last_result = result
+    self.last_export_results = self.export(result, is_the_final_export)
+    return result
+
+  def export(self, eval_result, is_the_final_export):
+    """Runs every exporter of the EvalSpec on `eval_result`; returns their results."""
+    export_results = []
+    for exporter in self._eval_spec.exporters:
+      export_path = os.path.join(tf.compat.as_str_any(self._estimator.model_dir), 'export',
+                                 exporter.name)
+      export_results.append(exporter.export(
+          self._estimator, export_path, eval_result.checkpoint_path, eval_result.metrics,
+          is_the_final_export))
+    if is_the_final_export:
+      self.final_export_done = True
+    return export_results
+
+
+def _format_metrics(metrics):
+  return ', '.join('%s = %s' % (k, metrics[k]) for k in sorted(metrics))
+
+
+class _EvaluateOnSaveListener(tf.compat.v1.train.CheckpointSaverListener):
+  """Evaluates new checkpoints as the chief saves them, at most every throttle_secs."""
+
+  def __init__(self, evaluator, throttle_secs):
+    self._evaluator = evaluator
+    self._throttle_secs = throttle_secs
+    self._timer = None
+    self._last_eval_time = 0.0
+    self._is_first_save = True
+
+  def begin(self):
+    self._timer = tf.compat.v1.train.SecondOrStepTimer(every_secs=self._throttle_secs)
+    self._is_first_save = True
+
+  def after_save(self, session, global_step_value):
+    del session
+    if self._is_first_save:
+      # The checkpoint written when the session starts holds what was restored
+      # (or the initial values): nothing new to evaluate.
+      self._is_first_save = False
+      return
+    if self._timer.should_trigger_for_step(global_step_value):
+      self._timer.update_last_triggered_step(global_step_value)
+      self._last_eval_time = time.time()
+      self._evaluator.evaluate_and_export()
+    else:
+      elapsed = time.time() - self._last_eval_time
+      logging.warning(
+          'Skip the current checkpoint eval due to throttle secs (%s secs): step %d was saved '
+          '%.0f secs after the last evaluation. Evaluated next: the first checkpoint saved '
+          'after %.0f more secs, and the last checkpoint of training. Set '
+          'EvalSpec(throttle_secs=0) to evaluate every checkpoint.', self._throttle_secs,
+          global_step_value, elapsed, max(0.0, self._throttle_secs - elapsed))
+
+  def end(self, session, global_step_value):
+    del session
+    _evaluate_final(self._evaluator, global_step_value)
+
+
+def _evaluate_final(evaluator, global_step_value=None):
+  """Makes sure the last checkpoint is evaluated and given to the exporters as final."""
+  last = evaluator.last_result
+  if (last is not None and global_step_value is not None and
+      last.metrics['global_step'] == global_step_value):
+    if not evaluator.final_export_done:
+      evaluator.last_export_results = evaluator.export(last, is_the_final_export=True)
+    return
+  result = evaluator.evaluate_and_export(is_the_final_export=True)
+  if (result.status == _NO_NEW_CHECKPOINT and last is not None and
+      not evaluator.final_export_done):
+    evaluator.last_export_results = evaluator.export(last, is_the_final_export=True)
+
+
+class _TrainingExecutor(object):
+  """Runs the role of this process (from `estimator.config`)."""
+
+  def __init__(self, estimator, train_spec, eval_spec):
+    self._estimator = estimator
+    self._train_spec = train_spec
+    self._eval_spec = eval_spec
+    self._config = estimator.config
+
+  def run(self):
+    """Dispatches on the task type; returns (metrics, export_results)."""
+    config = self._config
+    cluster_spec = getattr(config, 'cluster_spec', None)
+    if not cluster_spec and config.task_type != 'evaluator':
+      logging.info('Running training and evaluation locally (non-distributed).')
+      return self.run_local()
+    if not config.task_type or not isinstance(config.task_type, str):
+      raise ValueError('`estimator.config` must have task_type set. This usually means '
+                       'TF_CONFIG environment is not set correctly.')
+    if config.task_type == 'local':
+      raise ValueError('`task.type` in TF_CONFIG cannot be `local`. Leaving `cluster` and '
+                       '`task` properties in TF_CONFIG absent triggers train and evaluate '
+                       '`Estimator` locally (non-distributed).')
+    runner = getattr(self, 'run_' + config.task_type, None)
+    if runner is None:
+      raise ValueError('Task type {} is not supported. Supported task types are {}'.format(
+          config.task_type, ['chief', 'evaluator', 'master', 'ps', 'worker']))
+    logging.info('Running train_and_evaluate as task %s:%s', config.task_type,
+                 config.task_id)
+    return runner()
+
+  def _new_evaluator(self):
+    return _Evaluator(self._estimator, self._eval_spec, self._train_spec.max_steps)
+
+  def _train(self, saving_listeners=()):
+    self._estimator.train(self._train_spec.input_fn, max_steps=self._train_spec.max_steps,
+                          hooks=list(self._train_spec.hooks),
+                          saving_listeners=list(saving_listeners))
+
+  def _train_and_evaluate_in_process(self):
+    """Local mode and the master: one train() call that evaluates as it saves."""
+    if self._eval_spec.start_delay_secs:
+      logging.info('start_delay_secs (%s) is ignored when evaluating in the training '
+                   'process.', self._eval_spec.start_delay_secs)
+    evaluator = self._new_evaluator()
+    listener = _EvaluateOnSaveListener(evaluator, self._eval_spec.throttle_secs)
+    self._train(list(self._train_spec.saving_listeners) + [listener])
+    if evaluator.last_result is None or not evaluator.final_export_done:
+      # train() saved nothing new (max_steps was already reached, say): the
+      # latest checkpoint is still the final one and gets evaluated here.
+      _evaluate_final(evaluator)
+    if evaluator.last_result is None:
+      raise RuntimeError('There was no new checkpoint after the training. Eval status: '
+                         '{}'.format(_MISSING_CHECKPOINT))
+    return evaluator.last_result.metrics, evaluator.last_export_results
+
+  def run_local(self):
+    return self._train_and_evaluate_in_process()
+
+  def _cluster(self):
+    """This task as a `deployment.cluster.ClusterConfig` (for cluster_roles)."""
+    return cluster_lib.ClusterConfig(self._config.cluster_spec.as_dict(),
+                                     self._config.task_type, self._config.task_id)
+
+  def _start_server(self):
+    """Starts this task's gRPC server unless the cluster has a single task."""
+    cluster = self._cluster()
+    if not cluster.is_distributed:
+      return None
+    server_config = tf.compat.v1.ConfigProto(log_device_placement=False)
+    session_config = getattr(self._config, 'session_config', None)
+    if session_config is not None:
+      server_config.gpu_options.CopyFrom(session_config.gpu_options)
+    logging.info('Starting the server of task %s:%d', cluster.task_type, cluster.task_index)
+    return cluster.start_server(config=server_config)
+
+  def _finish_chief(self, server):
+    """Waits for the workers to finish, then releases the ps tasks."""
+    cluster = self._cluster()
+    if server is None or not cluster.num_ps_tasks:
+      return
+    _wait_for_workers(server, cluster)
+    cluster_roles.signal_training_done(server.target, cluster)
+
+  def run_chief(self):
+    server = self._start_server()
+    self._train(self._train_spec.saving_listeners)
+    self._finish_chief(server)
+    return None, []
+
+  def run_master(self):
+    server = self._start_server()
+    result = self._train_and_evaluate_in_process()
+    self._finish_chief(server)
+    return result
+
+  def run_worker(self):
+    server = self._start_server()
+    task_id = self._config.task_id
+    max_delay = getattr(self._config, 'experimental_max_worker_delay_secs', None)
+    delay = min(_MAX_WORKER_DELAY_SECS if max_delay is None else max_delay,
+                (task_id + 1) * _WORKER_DELAY_SECS_PER_INDEX)
+    if delay > 0:
+      logging.info('Waiting %d secs before starting training.', delay)
+      time.sleep(delay)
+    self._train()
+    if server is not None:
+      _report_worker_done(server, self._cluster())
+    return None, []
+
+  def run_ps(self):
+    server = self._start_server()
+    if server is None:
+      raise ValueError('A ps task needs a cluster with more than one task; got {}'.format(
+          self._config.cluster_spec.as_dict()))
+    cluster_roles.serve_until_training_done(server, self._cluster())
+    return None, []
+
+  def run_evaluator(self):
+    """Evaluates new checkpoints until the final one has been evaluated."""
+    if self._eval_spec.start_delay_secs:
+      logging.info('Waiting %d secs before starting eval.', self._eval_spec.start_delay_secs)
+      time.sleep(self._eval_spec.start_delay_secs)
+    if not self._train_spec.max_steps:
+      logging.warning('TrainSpec.max_steps is None: the evaluator returns only after a '
+                      'checkpoint written after early stopping.')
+    evaluator = self._new_evaluator()
+    while True:
+      start = time.time()
+      result = evaluator.evaluate_and_export()
+      if result.status == _EVALUATED and evaluator.is_final(result):
+        logging.info('Exiting evaluation, the final checkpoint %s (global step %d) has been '
+                     'evaluated.', result.checkpoint_path, result.metrics['global_step'])
+        return result.metrics, evaluator.last_export_results
+      wait = self._eval_spec.throttle_secs - (time.time() - start)
+      # Even with throttle_secs=0, do not spin on an unchanged model_dir.
+      time.sleep(max(wait, 0.0 if result.status == _EVALUATED else 1.0))
+
+
+def _workers_done_queue(cluster):
+  with tf.compat.v1.device(cluster_roles.chief_device(cluster)):
+    return tf.queue.FIFOQueue(capacity=max(1, cluster.num_worker_replicas), dtypes=[tf.int32],
+                              shapes=[[]], shared_name=_WORKERS_DONE_QUEUE,
+                              name='workers_done_queue')
+
+
+def _chief_job_filter(cluster):
+  return cluster_roles.chief_device(cluster).rsplit('/device', 1)[0]
+
+
+def _report_worker_done(server, cluster):
+  """A worker tells the chief that it has finished training."""
+  with tf.Graph().as_default():
+    enqueue = _workers_done_queue(cluster).enqueue([cluster.task_index])
+    config = tf.compat.v1.ConfigProto(device_filters=[
+        _chief_job_filter(cluster), '/job:%s/task:%d' % (cluster.task_type, cluster.task_index)])
+    options = tf.compat.v1.RunOptions(timeout_in_ms=int(60 * 1000))
+    try:
+      with tf.compat.v1.Session(server.target, config=config) as sess:
+        sess.run(enqueue, options=options)
+      logging.info('Told the chief that worker %d is done.', cluster.task_index)
+    except tf.errors.OpError as e:
+      logging.warning('Could not tell the chief that worker %d is done: %s',
+                      cluster.task_index, e.message)
+
+
+def _wait_for_workers(server, cluster, timeout_secs=_WORKERS_DONE_TIMEOUT_SECS):
+  """The chief waits until every worker has reported the end of its training.
+
+  The ps tasks must outlive the last worker: a worker still finishing its
+  last step would otherwise lose its variables.
+  """
+  num_workers = len(cluster.cluster.get('worker', []))
+  if not num_workers:
+    return
+  with tf.Graph().as_default():
+    dequeue = _workers_done_queue(cluster).dequeue()
+    config = tf.compat.v1.ConfigProto(device_filters=[_chief_job_filter(cluster)])
+    options = tf.compat.v1.RunOptions(timeout_in_ms=int(_POLL_SECS * 1000))
+    deadline = time.time() + timeout_secs
+    done = []
+    with tf.compat.v1.Session(server.target, config=config) as sess:
+      while len(done) < num_workers:
+        try:
+          done.append(int(sess.run(dequeue, options=options)))
+        except tf.errors.DeadlineExceededError:
+          if time.time() > deadline:
+            logging.warning('Workers %s did not report the end of training within %d secs; '
+                            'releasing the ps tasks anyway.', sorted(
+                                set(range(num_workers)) - set(done)), timeout_secs)
+            return
+          logging.info('Waiting for %d worker(s) to finish training.', num_workers - len(done))
+  logging.info('All %d worker(s) finished training.', num_workers)
