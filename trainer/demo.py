@@ -1,4 +1,4 @@
-r"""The main job of `make demo`: a small detector trained end to end.
+r"""The main job of `make demo`: a small detector trained, evaluated and exported.
 
 On a fresh machine, with nothing but the package installed:
 
@@ -9,9 +9,19 @@ On a fresh machine, with nothing but the package installed:
 2. trains the SSD of `configs/ssd_shapes.config` with two clones on two
    virtual CPU devices through `trainer.trainer.train` into
    `output_dir/train`;
-3. runs the trained detector on a few validation images and writes them,
-   with predicted boxes drawn, to `output_dir/detections.png`;
-4. prints one summary line: steps, final loss, examples/sec.
+3. evaluates the final checkpoint on the validation split with
+   `trainer.evaluator` (COCO metrics by pycocotools; TensorBoard summaries
+   and images in `output_dir/eval`);
+4. exports it with `trainer.exporter.export_inference_graph` (input
+   `image_tensor`) into `output_dir/export/<timestamp>/` (TF Serving layout);
+5. loads the exported SavedModel, runs it on a few validation images and
+   writes them to `output_dir/detections.png`: detections left, groundtruth
+   right, one row per image, one colour per class;
+6. prints one summary line: mAP@0.5, steps, examples/sec and the paths.
+
+With the defaults this takes about 4-5 minutes on 2 CPU cores and reaches
+mAP@0.5 of about 0.85 (>= 0.5 is the bar). Train longer with
+--num_train_steps; the cosine learning rate follows the step count.
 """
 
 import functools
@@ -30,10 +40,16 @@ from builders import model_builder
 from core import config_util
 from core import standard_fields as fields
 from tools import create_shapes_tf_record
+from trainer import eval_images
+from trainer import evaluator
+from trainer import exporter
 from trainer import trainer
 
 _DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                'configs', 'ssd_shapes.config')
+MAP_50 = 'DetectionBoxes_Precision/mAP@.50IOU'
+# Images in the PNG are enlarged by an integer factor to at least this side.
+_MIN_DRAWN_SIDE = 192
 
 flags.DEFINE_string('output_dir', 'out/demo', 'Where data, checkpoints and images go.')
 flags.DEFINE_string('pipeline_config_path', _DEFAULT_CONFIG, 'The detector config.')
@@ -55,13 +71,16 @@ def prepare_configs(pipeline_config_path, data, num_train_steps):
   """Loads the config and points its readers at the generated data."""
   configs = config_util.get_configs_from_pipeline_file(
       pipeline_config_path, overrides={'train_config.num_steps': num_train_steps},
-      required_sections=config_util.TRAIN_SECTIONS)
+      required_sections=config_util.TRAIN_SECTIONS + ('eval_config', 'eval_input_reader'))
   learning_rate = getattr(
       configs['train_config'].optimizer,
       configs['train_config'].optimizer.WhichOneof('optimizer')).learning_rate
   if learning_rate.WhichOneof('learning_rate') == 'cosine_decay_learning_rate':
-    # The schedule ends with training, whatever the step count.
-    learning_rate.cosine_decay_learning_rate.total_steps = num_train_steps
+    # The schedule ends with training, whatever the step count (and a very
+    # short run has a shorter warmup).
+    cosine = learning_rate.cosine_decay_learning_rate
+    cosine.total_steps = num_train_steps
+    cosine.warmup_steps = min(cosine.warmup_steps, num_train_steps)
   train_input = configs['train_input_config']
   del train_input.tf_record_input_reader.input_path[:]
   train_input.tf_record_input_reader.input_path.append(data['train_pattern'])
@@ -73,85 +92,156 @@ def prepare_configs(pipeline_config_path, data, num_train_steps):
   return configs
 
 
+def _latest_step(train_dir):
+  latest = tf.train.latest_checkpoint(train_dir)
+  return evaluator.checkpoint_step(latest) if latest else 0
+
+
 def train_detector(configs, train_dir, num_clones):
-  """Trains with `num_clones` clones on as many virtual CPU devices."""
+  """Trains with `num_clones` clones on as many virtual CPU devices.
+
+  Returns:
+    (final loss, seconds of training proper, steps run by this call). The
+    seconds run from the built graph to the last step, so the rate they give
+    leaves out the one-off graph construction.
+  """
   session_config = tf.compat.v1.ConfigProto(
       device_count={'CPU': num_clones}, allow_soft_placement=True)
   create_tensor_dict_fn = functools.partial(
       input_reader_builder.build, configs['train_input_config'])
   create_model_fn = functools.partial(
       model_builder.build, model_config=configs['model'], is_training=True)
-  start = time.time()
+  first_step = _latest_step(train_dir)
+  times = {'start': time.time()}
   loss = trainer.train(
       create_tensor_dict_fn, create_model_fn, configs['train_config'],
       master='', task=0, num_clones=num_clones, worker_replicas=1,
       clone_on_cpu=True, ps_tasks=0, worker_job_name='worker', is_chief=True,
       train_dir=train_dir, session_config_override=session_config,
+      graph_hook_fn=lambda: times.update(start=time.time()),
+      on_finish=lambda sess, step: times.update(end=time.time()),
       deployment_options={'clone_devices': [
           '/device:CPU:%d' % i for i in range(num_clones)]})
-  return loss, time.time() - start
+  seconds = times.get('end', time.time()) - times['start']
+  return loss, seconds, _latest_step(train_dir) - first_step
 
 
-def draw_detections(configs, checkpoint_path, output_path, num_images):
-  """Runs the trained detector on validation images; writes one PNG."""
-  eval_input = configs['eval_input_config']
+def read_validation_images(eval_input_config, num_images):
+  """Returns up to num_images (image uint8, groundtruth boxes, classes) tuples."""
+  input_config = type(eval_input_config)()
+  input_config.CopyFrom(eval_input_config)
+  input_config.shuffle = False
+  input_config.num_epochs = 1
+  examples = []
   with tf.Graph().as_default():
-    eval_input.shuffle = False
-    eval_input.num_epochs = 1
-    tensor_dict = input_reader_builder.build(eval_input)
-    image = tf.cast(tensor_dict[fields.InputDataFields.image], tf.float32)
-    model = model_builder.build(configs['model'], is_training=False)
-    preprocessed, true_shapes = model.preprocess(tf.expand_dims(image, 0))
-    detections = model.postprocess(model.predict(preprocessed, true_shapes), true_shapes)
-    boxes = detections[fields.DetectionResultFields.detection_boxes]
-    scores = detections[fields.DetectionResultFields.detection_scores]
-    keep = tf.cast(scores[0] >= 0.5, tf.float32)
-    # Boxes below the score threshold collapse to a point and are not drawn.
-    shown = boxes * tf.reshape(keep, [1, -1, 1])
-    drawn = tf.image.draw_bounding_boxes(
-        tf.expand_dims(image, 0) / 255.0, shown,
-        colors=np.array([[1.0, 0.0, 0.0, 1.0]], np.float32))
-    saver = tf.compat.v1.train.Saver()
-    panels = []
+    tensor_dict = input_reader_builder.build(input_config)
+    fetches = [tensor_dict[fields.InputDataFields.image],
+               tensor_dict[fields.InputDataFields.groundtruth_boxes],
+               tensor_dict[fields.InputDataFields.groundtruth_classes]]
     with tf.compat.v1.Session() as sess:
-      sess.run([tf.compat.v1.local_variables_initializer(),
-                tf.compat.v1.tables_initializer()])
-      saver.restore(sess, checkpoint_path)
-      for _ in range(num_images):
+      sess.run(tf.compat.v1.tables_initializer())
+      while len(examples) < num_images:
         try:
-          panels.append(sess.run(drawn)[0])
+          examples.append(sess.run(fetches))
         except tf.errors.OutOfRangeError:
           break
-  if not panels:
+  if not examples:
     raise RuntimeError('no validation images to draw')
-  strip = np.concatenate(panels, axis=1)
+  return examples
+
+
+def draw_exported_detections(saved_model_dir, examples, output_path, eval_config):
+  """Runs the exported SavedModel on the examples; writes one PNG.
+
+  Each row shows an image with the exported model's detections (left) and its
+  groundtruth (right).
+
+  Returns:
+    the number of images drawn.
+  """
+  rows = []
   with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
-    png = sess.run(tf.io.encode_png((np.clip(strip, 0, 1) * 255).astype(np.uint8)))
-  with tf.io.gfile.GFile(output_path, 'wb') as png_file:
-    png_file.write(png)
-  return len(panels)
+    meta_graph = tf.compat.v1.saved_model.loader.load(
+        sess, [tf.saved_model.SERVING], saved_model_dir)
+    signature = meta_graph.signature_def[exporter.SIGNATURE_NAME]
+    inputs = signature.inputs[exporter.INPUTS_KEY].name
+    names = [fields.DetectionResultFields.detection_boxes,
+             fields.DetectionResultFields.detection_scores,
+             fields.DetectionResultFields.detection_classes,
+             fields.DetectionResultFields.num_detections]
+    outputs = [signature.outputs[name].name for name in names]
+    for image, gt_boxes, gt_classes in examples:
+      boxes, scores, classes, num = sess.run(outputs, {inputs: image[np.newaxis]})
+      num = int(num[0])
+      # Small images are enlarged (after detection) so the boxes stay readable.
+      image = eval_images.upscale(image, max(1, _MIN_DRAWN_SIDE // min(image.shape[:2])))
+      # The export's classes are label-map ids (1-based), like the groundtruth.
+      detected = eval_images.draw_boxes(
+          image, boxes[0][:num], classes[0][:num].astype(np.int64), scores[0][:num],
+          min_score_thresh=eval_config.min_score_threshold,
+          max_boxes_to_draw=eval_config.max_num_boxes_to_visualize)
+      truth = eval_images.draw_boxes(image, gt_boxes, gt_classes, max_boxes_to_draw=0)
+      rows.append(eval_images.side_by_side([detected, truth]))
+  gap = np.full([2, rows[0].shape[1], 3], 255, np.uint8)
+  stacked = np.concatenate([part for row in rows for part in (row, gap)][:-1], axis=0)
+  eval_images.write_png(output_path, stacked)
+  return len(rows)
+
+
+def run_demo(output_dir, pipeline_config_path, num_train_steps, num_clones, num_train_images,
+             num_val_images, num_images_to_draw):
+  """Runs every stage of the demo; returns a dict of results and paths."""
+  output_dir = os.path.abspath(output_dir)
+  started = time.time()
+  height, width = _image_size(config_util.load_pipeline_config(pipeline_config_path).model)
+  data = create_shapes_tf_record.create_shapes_dataset(
+      os.path.join(output_dir, 'data'), num_train=num_train_images, num_val=num_val_images,
+      seed=0, height=height, width=width)
+  configs = prepare_configs(pipeline_config_path, data, num_train_steps)
+
+  train_dir = os.path.join(output_dir, 'train')
+  loss, train_seconds, steps_run = train_detector(configs, train_dir, num_clones)
+  checkpoint = tf.train.latest_checkpoint(train_dir)
+  step = evaluator.checkpoint_step(checkpoint)
+
+  eval_dir = os.path.join(output_dir, 'eval')
+  metrics = evaluator.evaluate_from_configs(configs, checkpoint, eval_dir, run_once=True)
+
+  saved_model_dir = exporter.export_inference_graph(
+      'image_tensor', config_util.create_pipeline_proto_from_configs(configs), checkpoint,
+      os.path.join(output_dir, 'export'), serving_version=int(time.time()))
+
+  png_path = os.path.join(output_dir, 'detections.png')
+  examples = read_validation_images(configs['eval_input_config'], num_images_to_draw)
+  drawn = draw_exported_detections(saved_model_dir, examples, png_path, configs['eval_config'])
+  logging.info('wrote %s (%d images)', png_path, drawn)
+  batch_size = configs['train_config'].batch_size
+  return {
+      'map50': metrics[MAP_50], 'map': metrics[evaluator.coco_evaluation.MAP],
+      'metrics': metrics, 'loss': loss, 'step': step, 'steps_run': steps_run,
+      'examples_per_sec': steps_run * batch_size / max(train_seconds, 1e-9),
+      'train_seconds': train_seconds, 'total_seconds': time.time() - started,
+      'checkpoint': checkpoint, 'eval_dir': eval_dir, 'saved_model': saved_model_dir,
+      'png': png_path,
+  }
+
+
+def summary_line(result):
+  """The one line the demo prints."""
+  return ('demo: mAP@0.5 %.3f (mAP %.3f) after %d steps, %.1f examples/sec, '
+          'train %.0f s, total %.0f s; checkpoint %s; eval %s; export %s; detections %s' %
+          (result['map50'], result['map'], result['step'], result['examples_per_sec'],
+           result['train_seconds'], result['total_seconds'], result['checkpoint'],
+           result['eval_dir'], result['saved_model'], result['png']))
 
 
 def main(argv):
   del argv
-  output_dir = os.path.abspath(FLAGS.output_dir)
-  data = create_shapes_tf_record.create_shapes_dataset(
-      os.path.join(output_dir, 'data'), num_train=FLAGS.num_train_images,
-      num_val=FLAGS.num_val_images, seed=0,
-      **dict(zip(('height', 'width'), _image_size(
-          config_util.load_pipeline_config(FLAGS.pipeline_config_path).model))))
-  configs = prepare_configs(FLAGS.pipeline_config_path, data, FLAGS.num_train_steps)
-  train_dir = os.path.join(output_dir, 'train')
-  loss, seconds = train_detector(configs, train_dir, FLAGS.num_clones)
-  checkpoint = tf.train.latest_checkpoint(train_dir)
-  png_path = os.path.join(output_dir, 'detections.png')
-  drawn = draw_detections(configs, checkpoint, png_path, FLAGS.num_images_to_draw)
-  steps = FLAGS.num_train_steps
-  examples_per_sec = steps * configs['train_config'].batch_size / max(seconds, 1e-9)
-  logging.info('wrote %s (%d images)', png_path, drawn)
-  print('demo: %d steps, final loss %.4f, %.1f examples/sec over %.0f s; '
-        'checkpoint %s; detections %s' % (steps, loss, examples_per_sec, seconds,
-                                          checkpoint, png_path))
+  tf.compat.v1.disable_eager_execution()
+  result = run_demo(FLAGS.output_dir, FLAGS.pipeline_config_path, FLAGS.num_train_steps,
+                    FLAGS.num_clones, FLAGS.num_train_images, FLAGS.num_val_images,
+                    FLAGS.num_images_to_draw)
+  print(summary_line(result), flush=True)
   return 0
 
 

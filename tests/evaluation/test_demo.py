@@ -1,0 +1,57 @@
+"""`python -m trainer.demo` end to end with very few steps and images."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+from tests.evaluation import eval_testlib
+
+tf.compat.v1.disable_eager_execution()
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_SUMMARY = re.compile(
+    r'^demo: mAP@0\.5 (?P<map50>[0-9.]+) \(mAP [0-9.]+\) after (?P<steps>\d+) steps, '
+    r'(?P<rate>[0-9.]+) examples/sec, .*checkpoint (?P<checkpoint>\S+); eval (?P<eval>\S+); '
+    r'export (?P<export>\S+); detections (?P<png>\S+)$', re.M)
+
+
+def test_demo_trains_evaluates_exports_and_draws(tmp_path):
+  output_dir = tmp_path / 'demo'
+  env = dict(os.environ, CUDA_VISIBLE_DEVICES='', TF_CPP_MIN_LOG_LEVEL='2')
+  proc = subprocess.run(
+      [sys.executable, '-m', 'trainer.demo', '--output_dir=%s' % output_dir,
+       '--num_train_steps=20', '--num_train_images=32', '--num_val_images=4',
+       '--num_images_to_draw=2'],
+      cwd=_ROOT, env=env, capture_output=True, text=True, timeout=400)
+  assert proc.returncode == 0, proc.stderr[-4000:]
+  match = _SUMMARY.search(proc.stdout)
+  assert match, proc.stdout
+  assert 0.0 <= float(match.group('map50')) <= 1.0
+  assert int(match.group('steps')) == 20
+  assert float(match.group('rate')) > 0
+  assert match.group('checkpoint') == str(output_dir / 'train' / 'model.ckpt-20')
+
+  # The PNG: two rows (images) of detections | groundtruth, enlarged 2x: 192 + 2 + 192.
+  png = match.group('png')
+  assert png == str(output_dir / 'detections.png')
+  with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
+    with open(png, 'rb') as f:
+      image = sess.run(tf.io.decode_png(f.read()))
+  size = 2 * eval_testlib.IMAGE_SIZE
+  assert image.shape == (2 * size + 2, 2 * size + 2, 3)
+
+  # The export is in TF Serving's layout: export/<version>/saved_model.pb.
+  export = match.group('export')
+  assert os.path.dirname(export) == str(output_dir / 'export')
+  assert os.path.basename(export).isdigit()
+  assert os.path.isfile(os.path.join(export, 'saved_model.pb'))
+  events = eval_testlib.read_events(match.group('eval'))
+  assert [step for step, _ in events['DetectionBoxes_Precision/mAP@.50IOU']] == [20]
+
+
+if __name__ == '__main__':
+  sys.exit(pytest.main([__file__, '-q']))

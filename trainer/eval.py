@@ -1,0 +1,89 @@
+r"""Evaluation command line (the Object Detection API's legacy eval.py).
+
+Evaluate the latest checkpoint once:
+
+    python -m trainer.eval --pipeline_config_path=configs/ssd_shapes.config \
+        --checkpoint_dir=out/demo/train --eval_dir=out/demo/eval --run_once
+
+Evaluate every new checkpoint while training runs, until the checkpoint at
+`train_config.num_steps` was evaluated, `eval_config.max_evals` were done, or
+no new checkpoint came for --eval_timeout seconds:
+
+    python -m trainer.eval --pipeline_config_path=P --checkpoint_dir=D --eval_dir=E \
+        --eval_timeout=600
+
+--checkpoint_dir may also be one checkpoint prefix (e.g. D/model.ckpt-1000).
+Metrics (COCO mAP or top-1/top-5 accuracy, mean losses) and images with boxes
+drawn go to TensorBoard summaries in --eval_dir; the pipeline config is copied
+there as pipeline.config. The process exits 0 after the last evaluation, 1 on
+a bad flag, config or checkpoint (the message names it).
+"""
+
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+import tensorflow as tf
+
+from core import config_util
+from trainer import evaluator
+
+flags.DEFINE_string('pipeline_config_path', '',
+                    'Path to a text-format TrainEvalPipelineConfig.')
+flags.DEFINE_string('checkpoint_dir', '',
+                    'Directory of checkpoints to evaluate, or one checkpoint prefix.')
+flags.DEFINE_string('eval_dir', '', 'Directory to write eval summaries to.')
+flags.DEFINE_boolean('run_once', False, 'Evaluate the latest checkpoint once, then exit.')
+flags.DEFINE_boolean('eval_training_data', False,
+                     'Evaluate on the train_input_reader instead of eval_input_reader.')
+flags.DEFINE_integer('eval_timeout', None,
+                     'Seconds to wait for a new checkpoint before exiting (0: forever); '
+                     'default eval_config.eval_timeout_secs.')
+
+FLAGS = flags.FLAGS
+
+
+def run(argv=None):
+  """Evaluates as the flags say; returns the process exit code.
+
+  Raises:
+    app.UsageError: on a missing required flag.
+  """
+  del argv
+  for name in ('pipeline_config_path', 'checkpoint_dir', 'eval_dir'):
+    if not getattr(FLAGS, name):
+      raise app.UsageError('--%s is required' % name)
+  if FLAGS.eval_timeout is not None and FLAGS.eval_timeout < 0:
+    raise app.UsageError('--eval_timeout must be >= 0, got %d' % FLAGS.eval_timeout)
+  sections = ('model', 'eval_config',
+              'train_input_reader' if FLAGS.eval_training_data else 'eval_input_reader')
+  try:
+    configs = config_util.get_configs_from_pipeline_file(
+        FLAGS.pipeline_config_path, required_sections=sections)
+    if not (tf.io.gfile.isdir(FLAGS.checkpoint_dir) or
+            tf.io.gfile.exists(FLAGS.checkpoint_dir + '.index')):
+      raise ValueError('--checkpoint_dir=%s: no such directory or checkpoint prefix' %
+                       FLAGS.checkpoint_dir)
+    config_util.save_pipeline_config(
+        config_util.create_pipeline_proto_from_configs(configs), FLAGS.eval_dir)
+    result = evaluator.evaluate_from_configs(
+        configs, FLAGS.checkpoint_dir, FLAGS.eval_dir, run_once=FLAGS.run_once,
+        eval_timeout=FLAGS.eval_timeout, eval_training_data=FLAGS.eval_training_data,
+        return_result=True)
+  except ValueError as e:
+    logging.error('%s', e)
+    sys.stderr.write('trainer.eval: error: %s\n' % e)
+    return 1
+  logging.info('evaluations: %d, last step %s, stopped: %s', result.num_evaluations,
+               result.global_step, result.stop_reason)
+  return 0
+
+
+def main(argv):
+  tf.compat.v1.disable_eager_execution()
+  sys.exit(run(argv))
+
+
+if __name__ == '__main__':
+  app.run(main)
