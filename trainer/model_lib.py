@@ -1,0 +1,611 @@
+"""The Object Detection API's `model_lib` on slimtrain's estimator.
+
+`model_lib` turns a pipeline config into the pieces of the tf.estimator
+workflow: a `model_fn` for the configured detector, input_fns reading the
+configured TFRecords, and the Train/Eval specs that `train_and_evaluate`
+runs. `python -m trainer.model_main` is the command line over it.
+
+    from trainer import estimator as tfe
+from trainer import evaluator as od_evaluator
+    from trainer import model_lib
+    run_config = tfe.RunConfig(model_dir='/tmp/model')
+    d = model_lib.create_estimator_and_inputs(
+        run_config, pipeline_config_path='configs/ssd_shapes.config', train_steps=200)
+    train_spec, eval_specs = model_lib.create_train_and_eval_specs(
+        d['train_input_fn'], d['eval_input_fns'], d['eval_on_train_input_fn'],
+        d['predict_input_fn'], d['train_steps'])
+    tfe.train_and_evaluate(d['estimator'], train_spec, eval_specs[0])
+    # -> /tmp/model/model.ckpt-200, /tmp/model/eval_0/, /tmp/model/export/Servo/<ts>/
+
+What flows between the pieces (as in the OD API):
+
+    input_fn -> features {image: preprocessed float [B, h, w, 3], true_image_shape [B, 3],
+                          original_image_spatial_shape [B, 2], key [B]}
+                labels   {groundtruth_boxes [B, max_boxes, 4],
+                          groundtruth_classes one-hot [B, max_boxes, num_classes],
+                          groundtruth_weights [B, max_boxes], num_groundtruth_boxes [B]}
+
+Augmentation (train_config.data_augmentation_options) and the model's own
+`preprocess` run per example inside the tf.data pipeline, so the model_fn
+only predicts. The serving input_fn takes a uint8 `image_tensor` batch (or
+encoded images / tf.Examples) under the receiver key `inputs`, like
+`python -m trainer.export`.
+
+The model_fn per mode:
+
+* TRAIN: losses -> `Loss/total_loss` (plus `Loss/regularization_loss` when
+  train_config.add_regularization_loss) -> the optimizer of
+  builders/optimizer_builder -> the gradient surgery of the legacy trainer
+  (bias multiplier, freeze_variables, update_trainable_variables,
+  gradient_clipping_by_norm) -> apply, after the batch-norm updates. With
+  `fine_tune_checkpoint` (and hparams.load_pretrained, default True) the
+  Scaffold's init_fn restores what the checkpoint has (core/fine_tune), only
+  when model_dir has no checkpoint yet.
+* EVAL: the mean of every loss plus COCO box metrics
+  (`DetectionBoxes_Precision/mAP`, `.../mAP@.50IOU`, ..., per category with
+  eval_config.include_metrics_per_category): core/coco_evaluation's
+  pycocotools evaluator behind a py_func, run once at the end of each
+  evaluation (see `CocoDetectionMetrics`).
+* PREDICT (and export): `detection_boxes`, `detection_scores`,
+  `detection_classes` (1-based label-map ids), `num_detections`, under the
+  `serving_default` signature.
+
+Differences from the OD API: no TPU, no graph rewriter, and the export's
+input type is a parameter of `create_predict_input_fn` (default
+`image_tensor`) rather than a serialized tf.Example.
+"""
+
+import copy
+import os
+import time
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from builders import input_reader_builder
+from builders import model_builder
+from builders import optimizer_builder
+from builders import preprocessor_builder
+from core import coco_evaluation
+from core import config_util
+from core import model as core_model
+from core import preprocessor
+from core import standard_fields as fields
+from trainer import estimator as tfe
+from trainer import evaluator as od_evaluator
+from trainer import exporter as od_exporter
+from trainer import trainer as legacy_trainer
+from trainer.estimator.hparams import HParams
+
+_INPUT = fields.InputDataFields
+_DETECTION = fields.DetectionResultFields
+# Models predict 0-based classes; label maps and exports are 1-based.
+_LABEL_ID_OFFSET = 1
+_SERVING_KEY = tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY
+_FEATURE_KEYS = (_INPUT.image, _INPUT.true_image_shape, _INPUT.original_image_spatial_shape,
+                 _INPUT.key)
+_LABEL_KEYS = (_INPUT.groundtruth_boxes, _INPUT.groundtruth_classes,
+               _INPUT.groundtruth_weights, _INPUT.num_groundtruth_boxes)
+_PREDICT_OUTPUTS = (_DETECTION.detection_boxes, _DETECTION.detection_scores,
+                    _DETECTION.detection_classes, _DETECTION.num_detections)
+TOTAL_LOSS = 'Loss/total_loss'
+REGULARIZATION_LOSS = 'Loss/regularization_loss'
+
+def create_hparams(hparams_overrides=None):
+  """Returns the OD API's model hparams (`load_pretrained=True`), overridden.
+
+  Args:
+    hparams_overrides: optional 'name=value,...' string (see HParams.parse).
+  """
+  hparams = HParams(load_pretrained=True)
+  if hparams_overrides:
+    hparams.parse(hparams_overrides)
+  return hparams
+
+
+# ---------------------------------------------------------------------------
+# COCO box metrics.
+
+
+class CocoDetectionMetrics:
+  """eval_metric_ops over core.coco_evaluation's pycocotools evaluator.
+
+  The update op (a py_func) adds each batch's groundtruth and detections to
+  a `CocoDetectionEvaluator`; the value ops read one COCO evaluation,
+  computed once when the values are fetched at the end of an evaluation,
+  after which the evaluator is cleared for the next one.
+  """
+
+  def __init__(self, categories, include_metrics_per_category=False):
+    """Args: categories: [{'id', 'name'}] (label map ids); per-category mAP too."""
+    self._evaluator = coco_evaluation.CocoDetectionEvaluator(
+        categories, include_metrics_per_category=include_metrics_per_category)
+    self._names = ['DetectionBoxes_' + name for name, _ in coco_evaluation.SUMMARY_METRICS]
+    if include_metrics_per_category:
+      self._names += [coco_evaluation.PER_CATEGORY_PREFIX + c['name'] for c in categories]
+    self._next_image_id = 0
+
+  @property
+  def metric_names(self):
+    return list(self._names)
+
+  def add_batch(self, gt_boxes, gt_classes, num_gt, det_boxes, det_scores, det_classes,
+                num_det, image_shapes):
+    """Adds one batch (numpy; normalized boxes, 1-based classes); returns 0."""
+    for i in range(len(num_gt)):
+      height, width = [float(v) for v in image_shapes[i][:2]]
+      scale = np.array([height, width, height, width], np.float64)
+      n_gt, n_det = int(num_gt[i]), int(num_det[i])
+      image_id = self._next_image_id
+      self._next_image_id += 1
+      self._evaluator.add_single_ground_truth_image_info(image_id, {
+          _INPUT.groundtruth_boxes: gt_boxes[i][:n_gt] * scale,
+          _INPUT.groundtruth_classes: gt_classes[i][:n_gt]})
+      self._evaluator.add_single_detected_image_info(image_id, {
+          _DETECTION.detection_boxes: det_boxes[i][:n_det] * scale,
+          _DETECTION.detection_scores: det_scores[i][:n_det],
+          _DETECTION.detection_classes: det_classes[i][:n_det]})
+    return np.int32(0)
+
+  def evaluate(self):
+    """Returns the metrics (float32, in metric_names order) and clears."""
+    if not self._evaluator.num_images:
+      logging.warning('COCO metrics: no image was evaluated; reporting 0')
+      return np.zeros([len(self._names)], np.float32)
+    metrics = self._evaluator.evaluate()
+    self._evaluator.clear()
+    return np.array([metrics.get(name, -1.0) for name in self._names], np.float32)
+
+  def metric_ops(self, features, labels, detections):
+    """Returns {metric name: (value, update_op)} for EstimatorSpec.
+
+    Args:
+      features: the model_fn features (original_image_spatial_shape is read
+        to score boxes in pixels, as COCO's area ranges expect).
+      labels: the model_fn labels (groundtruth, one-hot classes).
+      detections: the model's postprocess output (0-based classes).
+    """
+    gt_classes = tf.argmax(labels[_INPUT.groundtruth_classes], axis=-1,
+                           output_type=tf.int32) + _LABEL_ID_OFFSET
+    det_classes = tf.cast(detections[_DETECTION.detection_classes], tf.int32) + _LABEL_ID_OFFSET
+    image_shapes = features.get(_INPUT.original_image_spatial_shape,
+                                features[_INPUT.true_image_shape][:, :2])
+    update_op = tf.compat.v1.py_func(
+        self.add_batch,
+        [labels[_INPUT.groundtruth_boxes], gt_classes, labels[_INPUT.num_groundtruth_boxes],
+         detections[_DETECTION.detection_boxes], detections[_DETECTION.detection_scores],
+         det_classes, detections[_DETECTION.num_detections], image_shapes],
+        tf.int32, stateful=True, name='coco_metrics_update')
+    values = tf.compat.v1.py_func(self.evaluate, [], tf.float32, stateful=True,
+                                  name='coco_metrics_value')
+    values.set_shape([len(self._names)])
+    return {name: (values[i], update_op) for i, name in enumerate(self._names)}
+
+
+# ---------------------------------------------------------------------------
+# model_fn.
+
+
+def _unstack_groundtruth(labels):
+  """Per-image unpadded groundtruth lists from the padded label batch.
+
+  Raises:
+    ValueError: if the batch size is not static (input_fns drop remainders).
+  """
+  boxes = labels[_INPUT.groundtruth_boxes]
+  batch_size = boxes.shape[0]
+  if batch_size is None:
+    raise ValueError('model_lib needs a static batch size in the labels (build the dataset '
+                     'with drop_remainder=True); got groundtruth_boxes of shape %s'
+                     % boxes.shape)
+  num_boxes = tf.unstack(labels[_INPUT.num_groundtruth_boxes], num=batch_size)
+
+  def unpad(key):
+    return [t[:n] for t, n in zip(tf.unstack(labels[key], num=batch_size), num_boxes)]
+
+  weights = unpad(_INPUT.groundtruth_weights) if _INPUT.groundtruth_weights in labels else None
+  return unpad(_INPUT.groundtruth_boxes), unpad(_INPUT.groundtruth_classes), weights
+
+
+def _losses(model, prediction_dict, true_image_shapes, train_config):
+  """Returns (total_loss, {loss name: tensor}) with the OD API's names."""
+  losses = dict(model.loss(prediction_dict, true_image_shapes))
+  if train_config.add_regularization_loss:
+    regularization = model.regularization_losses()
+    if regularization:
+      losses[REGULARIZATION_LOSS] = tf.add_n(regularization, name='regularization_loss')
+  total_loss = tf.add_n([losses[k] for k in sorted(losses)], name='total_loss')
+  losses[TOTAL_LOSS] = total_loss
+  return total_loss, losses
+
+
+def _train_op(model, total_loss, losses, train_config):
+  """Optimizer, gradient surgery from the train config, BN updates, apply."""
+  global_step = tf.compat.v1.train.get_or_create_global_step()
+  optimizer, summary_vars = optimizer_builder.build(
+      train_config.optimizer, global_step=global_step,
+      global_batch_size=train_config.batch_size)
+  for var in summary_vars:
+    tf.compat.v1.summary.scalar('LearningRate/' + var.op.name.split('/')[-1], var)
+  for name in sorted(losses):
+    tf.compat.v1.summary.scalar(name, losses[name])
+  grads_and_vars = optimizer.compute_gradients(total_loss)
+  # The legacy trainer's surgery: bias multiplier, freeze, update filter, clip.
+  grads_and_vars = legacy_trainer._transform_gradients(  # pylint: disable=protected-access
+      grads_and_vars, train_config)
+  if train_config.summarize_gradients:
+    for grad, var in grads_and_vars:
+      if grad is not None:
+        tf.compat.v1.summary.histogram(var.op.name + '/gradient', grad)
+  # Batch-norm statistics move with each step, as optimize_loss(update_ops=) did.
+  with tf.control_dependencies(model.updates()):
+    return optimizer.apply_gradients(grads_and_vars, global_step=global_step)
+
+
+def _train_scaffold(model, train_config, hparams):
+  """A Scaffold whose init_fn loads the fine-tune checkpoint, or None."""
+  if hparams is not None and not hparams.get('load_pretrained', True):
+    return None
+  init_fn = legacy_trainer.build_init_fn(model, train_config)
+  if init_fn is None:
+    return None
+  return tf.compat.v1.train.Scaffold(init_fn=lambda scaffold, sess: init_fn(sess))
+
+
+def _eval_scaffold(train_config, eval_config):
+  """A Scaffold restoring moving averages when they are configured, or None."""
+  if not (eval_config.use_moving_averages or train_config.optimizer.use_moving_average):
+    return None
+  saver = tf.compat.v1.train.Saver(optimizer_builder.moving_average_restore_map())
+  return tf.compat.v1.train.Scaffold(saver=saver)
+
+
+def _named_outputs(detections):
+  """Serving outputs: 1-based classes, fixed node names (as the exporter)."""
+  outputs = {name: detections[name] for name in _PREDICT_OUTPUTS}
+  classes = _DETECTION.detection_classes
+  outputs[classes] = tf.cast(outputs[classes], tf.float32) + _LABEL_ID_OFFSET
+  return {name: tf.identity(t, name=name) for name, t in outputs.items()}
+
+
+def create_model_fn(detection_model_fn, configs, hparams=None, use_tpu=False):
+  """Returns the estimator model_fn for a detector.
+
+  Args:
+    detection_model_fn: callable(is_training, add_summaries) -> a
+      core.model.DetectionModel, e.g. functools.partial(model_builder.build,
+      model_config=configs['model']).
+    configs: the dict of config_util.get_configs_from_pipeline_file.
+    hparams: an HParams; `load_pretrained=False` skips fine_tune_checkpoint.
+    use_tpu: must be False (TPUs are out of scope).
+
+  Returns:
+    model_fn(features, labels, mode, params=None) -> tfe.EstimatorSpec.
+
+  Raises:
+    ValueError: for use_tpu=True.
+  """
+  if use_tpu:
+    raise ValueError('create_model_fn: use_tpu=True is not supported by slimtrain')
+  train_config = configs['train_config']
+  eval_config = configs['eval_config']
+  categories = od_evaluator.categories_from_configs(configs)
+
+  def model_fn(features, labels, mode, params=None):
+    """Builds the detector graph for `mode` (see the module docstring)."""
+    del params
+    is_training = mode == tfe.ModeKeys.TRAIN
+    model = detection_model_fn(is_training=is_training, add_summaries=True)
+    if not isinstance(model, core_model.DetectionModel):
+      raise ValueError('model_lib trains DetectionModels; the config built a %s (train '
+                       'classifiers with python -m trainer.train)' % type(model).__name__)
+    images = features[_INPUT.image]
+    true_image_shapes = features[_INPUT.true_image_shape]
+    if mode != tfe.ModeKeys.PREDICT:
+      boxes, classes, weights = _unstack_groundtruth(labels)
+      model.provide_groundtruth(boxes, classes, groundtruth_weights_list=weights)
+    prediction_dict = model.predict(images, true_image_shapes)
+
+    if mode == tfe.ModeKeys.TRAIN:
+      scaffold = _train_scaffold(model, train_config, hparams)
+      total_loss, losses = _losses(model, prediction_dict, true_image_shapes, train_config)
+      train_op = _train_op(model, total_loss, losses, train_config)
+      return tfe.EstimatorSpec(mode=mode, loss=total_loss, train_op=train_op,
+                               scaffold=scaffold)
+
+    detections = model.postprocess(prediction_dict, true_image_shapes)
+    outputs = _named_outputs(detections)
+    scaffold = _eval_scaffold(train_config, eval_config)
+    if mode == tfe.ModeKeys.PREDICT:
+      return tfe.EstimatorSpec(
+          mode=mode, predictions=outputs, scaffold=scaffold,
+          export_outputs={_SERVING_KEY: tfe.export.PredictOutput(outputs)})
+
+    total_loss, losses = _losses(model, prediction_dict, true_image_shapes, train_config)
+    eval_metric_ops = {name: tf.compat.v1.metrics.mean(loss) for name, loss in losses.items()}
+    coco_metrics = CocoDetectionMetrics(categories,
+                                        eval_config.include_metrics_per_category)
+    eval_metric_ops.update(coco_metrics.metric_ops(features, labels, detections))
+    return tfe.EstimatorSpec(mode=mode, loss=total_loss, predictions=outputs,
+                             eval_metric_ops=eval_metric_ops, scaffold=scaffold)
+
+  return model_fn
+
+
+# ---------------------------------------------------------------------------
+# input_fns.
+
+
+def _transform_fn(model_config, num_classes, augmentation=()):
+  """Per-example transform: augment, model.preprocess, one-hot classes."""
+  model = model_builder.build(model_config, is_training=False, add_summaries=False)
+
+  def transform(tensor_dict):
+    tensor_dict = dict(tensor_dict)
+    tensor_dict[_INPUT.image] = tf.expand_dims(tf.cast(tensor_dict[_INPUT.image], tf.float32), 0)
+    if augmentation:
+      arg_map = preprocessor.get_default_func_arg_map(
+          include_label_weights=_INPUT.groundtruth_weights in tensor_dict)
+      tensor_dict = preprocessor.preprocess(tensor_dict, augmentation, func_arg_map=arg_map)
+    image, true_shape = model.preprocess(tensor_dict[_INPUT.image])
+    tensor_dict[_INPUT.image] = image[0]
+    tensor_dict[_INPUT.true_image_shape] = true_shape[0]
+    classes = tf.cast(tensor_dict[_INPUT.groundtruth_classes], tf.int32) - _LABEL_ID_OFFSET
+    tensor_dict[_INPUT.groundtruth_classes] = tf.one_hot(classes, num_classes, dtype=tf.float32)
+    if _INPUT.groundtruth_weights not in tensor_dict:
+      tensor_dict[_INPUT.groundtruth_weights] = tf.ones_like(classes, tf.float32)
+    return tensor_dict
+
+  return transform
+
+
+def _split_features_labels(batch):
+  """Batch dict -> (features, labels) with the keys of the module docstring."""
+  features = {k: batch[k] for k in _FEATURE_KEYS if k in batch}
+  labels = {k: batch[k] for k in _LABEL_KEYS if k in batch}
+  return features, labels
+
+
+def _num_classes(model_config):
+  kind = model_config.WhichOneof('model')
+  if kind is None:
+    raise ValueError("model config names no model (set e.g. 'ssd')")
+  return getattr(model_config, kind).num_classes
+
+
+def _input_shard(config):
+  """(num_workers, index) of this task among the training tasks of TF_CONFIG."""
+  if config is None or config.task_type not in ('chief', 'master', 'worker'):
+    return 1, 0
+  cluster = config.cluster_spec.as_dict() if config.cluster_spec else {}
+  leaders = len(cluster.get('chief', [])) + len(cluster.get('master', []))
+  num_workers = leaders + len(cluster.get('worker', []))
+  if num_workers <= 1:
+    return 1, 0
+  # The chief (or master) reads shard 0; worker i reads shard i + 1.
+  index = 0 if config.task_type in ('chief', 'master') else config.task_id + leaders
+  return num_workers, index
+
+
+def _create_input_fn(input_config, model_config, batch_size, augmentation_configs=(),
+                     skip_corrupt_records=False, shard=False):
+  """Returns input_fn(params=None, config=None) -> a (features, labels) Dataset.
+
+  With `shard`, each training task of a TF_CONFIG cluster reads its own part.
+  """
+
+  def input_fn(params=None, config=None):
+    del params
+    num_workers, task_index = _input_shard(config) if shard else (1, 0)
+    augmentation = [preprocessor_builder.build(step) for step in augmentation_configs]
+    dataset = input_reader_builder.build_dataset(
+        input_config, batch_size=batch_size, num_worker_replicas=num_workers,
+        task_index=task_index,
+        transform_input_data_fn=_transform_fn(model_config, _num_classes(model_config),
+                                              augmentation),
+        skip_corrupt_records=skip_corrupt_records)
+    return dataset.map(_split_features_labels)
+
+  return input_fn
+
+
+def create_train_input_fn(train_config, train_input_config, model_config):
+  """input_fn over the train reader: augmented, batches of train_config.batch_size."""
+  return _create_input_fn(train_input_config, model_config, train_config.batch_size,
+                          train_config.data_augmentation_options,
+                          train_config.skip_corrupt_records, shard=True)
+
+
+def create_eval_input_fn(eval_config, eval_input_config, model_config):
+  """input_fn over an eval reader: no augmentation, eval_config.batch_size."""
+  return _create_input_fn(eval_input_config, model_config, max(eval_config.batch_size, 1))
+
+
+def create_predict_input_fn(model_config, predict_input_config=None, input_type='image_tensor'):
+  """Returns a serving_input_receiver_fn for exports.
+
+  Args:
+    model_config: the model config (its preprocess runs in the receiver).
+    predict_input_config: unused; kept for the OD API's signature.
+    input_type: 'image_tensor', 'encoded_image_string_tensor' or 'tf_example'
+      (see trainer/exporter.py); the receiver key is `inputs`.
+  """
+  del predict_input_config
+
+  def serving_input_receiver_fn():
+    placeholder, images = od_exporter.build_input(input_type)
+    model = model_builder.build(model_config, is_training=False, add_summaries=False)
+    preprocessed, true_image_shapes = model.preprocess(tf.cast(images, tf.float32))
+    features = {_INPUT.image: preprocessed, _INPUT.true_image_shape: true_image_shapes}
+    return tfe.export.ServingInputReceiver(features, {od_exporter.INPUTS_KEY: placeholder})
+
+  return serving_input_receiver_fn
+
+
+# ---------------------------------------------------------------------------
+# Estimator, inputs and specs.
+
+
+def _merge_run_arguments(configs, train_steps, sample_1_of_n_eval_examples,
+                         sample_1_of_n_eval_on_train_examples, override_eval_num_epochs):
+  """Applies model_main's arguments to the configs in place; returns train_steps."""
+  if train_steps:
+    configs['train_config'].num_steps = train_steps
+  train_steps = configs['train_config'].num_steps or None
+  for eval_input_config in configs['eval_input_configs']:
+    if sample_1_of_n_eval_examples and sample_1_of_n_eval_examples >= 1:
+      eval_input_config.sample_1_of_n_examples = sample_1_of_n_eval_examples
+    if override_eval_num_epochs:
+      eval_input_config.num_epochs = 1
+  eval_on_train_config = copy.deepcopy(configs['train_input_config'])
+  eval_on_train_config.sample_1_of_n_examples = max(sample_1_of_n_eval_on_train_examples or 1, 1)
+  eval_on_train_config.num_epochs = 1
+  eval_on_train_config.shuffle = False
+  configs['eval_on_train_input_config'] = eval_on_train_config
+  return train_steps
+
+
+def create_estimator_and_inputs(run_config, hparams=None, pipeline_config_path=None,
+                                config_override=None, train_steps=None,
+                                sample_1_of_n_eval_examples=1,
+                                sample_1_of_n_eval_on_train_examples=1,
+                                model_fn_creator=create_model_fn, params=None,
+                                override_eval_num_epochs=True, save_final_config=False,
+                                overrides=None, use_tpu_estimator=False, use_tpu=False):
+  """Builds the estimator and its input_fns from a pipeline config.
+
+  Args:
+    run_config: a tfe.RunConfig (model_dir, checkpoint cadence, TF_CONFIG).
+    hparams: an HParams (default create_hparams()).
+    pipeline_config_path: text-format TrainEvalPipelineConfig.
+    config_override: optional text-format config merged on top.
+    train_steps: overrides train_config.num_steps; None keeps it (0 = forever).
+    sample_1_of_n_eval_examples: keep 1 of n eval examples.
+    sample_1_of_n_eval_on_train_examples: same for evaluation on train data.
+    model_fn_creator: create_model_fn or a function with its signature.
+    params: passed to the Estimator.
+    override_eval_num_epochs: evaluate each eval set once (num_epochs=1).
+    save_final_config: write the merged config to model_dir/pipeline.config
+      (chief only).
+    overrides: optional dict of dotted-path overrides (config_util).
+    use_tpu_estimator: must be False.
+    use_tpu: must be False.
+
+  Returns:
+    dict with `estimator`, `train_input_fn`, `eval_input_fns` (list),
+    `eval_input_names`, `eval_on_train_input_fn`, `predict_input_fn` (a
+    serving_input_receiver_fn) and `train_steps`.
+
+  Raises:
+    ValueError: for a missing or bad config, or a TPU request.
+  """
+  if use_tpu_estimator or use_tpu:
+    raise ValueError('create_estimator_and_inputs: TPUs are not supported by slimtrain')
+  hparams = hparams if hparams is not None else create_hparams()
+  configs = config_util.get_configs_from_pipeline_file(
+      pipeline_config_path, config_override=config_override, overrides=overrides,
+      required_sections=config_util.TRAIN_SECTIONS)
+  train_steps = _merge_run_arguments(configs, train_steps, sample_1_of_n_eval_examples,
+                                     sample_1_of_n_eval_on_train_examples,
+                                     override_eval_num_epochs)
+  model_config = configs['model']
+  train_config, eval_config = configs['train_config'], configs['eval_config']
+
+  def detection_model_fn(is_training, add_summaries=True):
+    return model_builder.build(model_config, is_training=is_training,
+                               add_summaries=add_summaries)
+
+  estimator = tfe.Estimator(
+      model_fn=model_fn_creator(detection_model_fn, configs, hparams),
+      config=run_config, params=params)
+  if save_final_config and run_config.is_chief:
+    config_util.save_pipeline_config(
+        config_util.create_pipeline_proto_from_configs(configs), estimator.model_dir)
+  return {
+      'estimator': estimator,
+      'train_input_fn': create_train_input_fn(train_config, configs['train_input_config'],
+                                              model_config),
+      'eval_input_fns': [create_eval_input_fn(eval_config, c, model_config)
+                         for c in configs['eval_input_configs']],
+      'eval_input_names': [c.name for c in configs['eval_input_configs']],
+      'eval_on_train_input_fn': create_eval_input_fn(
+          eval_config, configs['eval_on_train_input_config'], model_config),
+      'predict_input_fn': create_predict_input_fn(model_config),
+      'train_steps': train_steps,
+  }
+
+
+def create_train_and_eval_specs(train_input_fn, eval_input_fns, eval_on_train_input_fn,
+                                predict_input_fn, train_steps, eval_on_train_data=False,
+                                final_exporter_name='Servo', eval_spec_names=None):
+  """Returns (train_spec, [eval_spec, ...]) as the OD API does.
+
+  One EvalSpec per eval input (named '0', '1', ... unless eval_spec_names),
+  each with a FinalExporter ('Servo' for the first, 'Servo_<name>' after)
+  and steps=None (the whole eval set); optionally one more, 'eval_on_train'.
+
+  Raises:
+    ValueError: if there is no eval input or the names do not match it.
+  """
+  if not eval_input_fns:
+    raise ValueError('create_train_and_eval_specs: no eval input; add an eval_input_reader '
+                     'to the pipeline config')
+  train_spec = tfe.TrainSpec(input_fn=train_input_fn, max_steps=train_steps)
+  if eval_spec_names is None:
+    eval_spec_names = [str(i) for i in range(len(eval_input_fns))]
+  if len(eval_spec_names) != len(eval_input_fns):
+    raise ValueError('eval_spec_names has %d names for %d eval inputs'
+                     % (len(eval_spec_names), len(eval_input_fns)))
+  eval_specs = []
+  for index, (name, input_fn) in enumerate(zip(eval_spec_names, eval_input_fns)):
+    exporter_name = final_exporter_name if index == 0 else '%s_%s' % (final_exporter_name, name)
+    exporter = tfe.FinalExporter(name=exporter_name,
+                                 serving_input_receiver_fn=predict_input_fn)
+    eval_specs.append(tfe.EvalSpec(name=name, input_fn=input_fn, steps=None,
+                                   exporters=exporter))
+  if eval_on_train_data:
+    eval_specs.append(tfe.EvalSpec(name='eval_on_train', input_fn=eval_on_train_input_fn,
+                                   steps=None))
+  return train_spec, eval_specs
+
+
+def continuous_eval(estimator, model_dir, input_fn, train_steps, name,
+                    min_interval_secs=180, timeout=None):
+  """Evaluates each new checkpoint of `model_dir` until step >= train_steps.
+
+  A checkpoint deleted before its turn (keep_checkpoint_max) is skipped.
+
+  Args:
+    estimator: the Estimator.
+    model_dir: directory of the training checkpoints.
+    input_fn: eval input_fn.
+    train_steps: stop after a checkpoint at least this far; None = never.
+    name: evaluation name (metrics go to estimator.eval_dir(name)).
+    min_interval_secs: minimum seconds between checkpoints looked at.
+    timeout: give up after this many seconds without a new checkpoint.
+
+  Returns:
+    The last evaluation's metrics dict, or None if nothing was evaluated.
+  """
+  def timeout_fn():
+    logging.info('Terminating eval after %s seconds of no new checkpoints', timeout)
+    return True
+
+  metrics = None
+  for ckpt in tf.compat.v1.train.checkpoints_iterator(
+      model_dir, min_interval_secs=min_interval_secs, timeout=timeout, timeout_fn=timeout_fn):
+    logging.info('Starting evaluation of %s', ckpt)
+    start = time.time()
+    try:
+      metrics = estimator.evaluate(input_fn=input_fn, steps=None, checkpoint_path=ckpt,
+                                   name=name)
+    except tf.errors.NotFoundError:
+      logging.info('Checkpoint %s no longer exists, skipping it', ckpt)
+      continue
+    logging.info('Eval results (%.1f s): %s', time.time() - start, metrics)
+    step = int(os.path.basename(ckpt).split('-')[-1])
+    if train_steps and step >= train_steps:
+      logging.info('Evaluation finished after training step %d', step)
+      break
+  return metrics

@@ -1,0 +1,116 @@
+r"""Trains and evaluates a detector with the estimator workflow (OD `model_main.py`).
+
+    python -m trainer.model_main --pipeline_config_path=configs/ssd_shapes.config \
+        --model_dir=/tmp/model --num_train_steps=1000
+
+trains to `--num_train_steps` (default: train_config.num_steps), evaluates
+new checkpoints on the first eval input (`model_dir/eval_0/`) and exports the
+final model to `model_dir/export/Servo/<timestamp>/`. TF_CONFIG (chief,
+worker, ps, evaluator) makes it one task of a distributed job, as
+`tfe.train_and_evaluate` does.
+
+Eval-only mode: with `--checkpoint_dir` the checkpoints there are evaluated
+(metrics written under `--model_dir`): the latest once with `--run_once`,
+otherwise each new one until training reaches its last step.
+`--eval_training_data` evaluates on the train input instead (1 of every
+`--sample_1_of_n_eval_on_train_examples`).
+"""
+
+from absl import app
+from absl import flags
+from absl import logging
+import tensorflow as tf
+
+from trainer import estimator as tfe
+from trainer import model_lib
+
+FLAGS = flags.FLAGS
+
+
+_FLAGS = (
+    ('string', 'model_dir', None, 'Where checkpoints, event files and exports go.'),
+    ('string', 'pipeline_config_path', None, 'Path to a pipeline config file.'),
+    ('integer', 'num_train_steps', None, 'Training steps (default: train_config.num_steps).'),
+    ('boolean', 'eval_training_data', False, 'Eval-only mode: evaluate the training data '
+     'instead of the eval data.'),
+    ('integer', 'sample_1_of_n_eval_examples', 1, 'Evaluate 1 of every n eval examples.'),
+    ('integer', 'sample_1_of_n_eval_on_train_examples', 5, 'Evaluate 1 of every n training '
+     'examples (with --eval_training_data).'),
+    ('string', 'hparams_overrides', None, 'Model hparams overrides, e.g. '
+     '"load_pretrained=false".'),
+    ('string', 'checkpoint_dir', None, 'Eval-only mode: evaluate the checkpoints of this '
+     'directory; metrics go to --model_dir.'),
+    ('boolean', 'run_once', False, 'Eval-only mode: evaluate the latest checkpoint once and '
+     'exit.'),
+    ('integer', 'eval_interval_secs', 180, 'Eval-only mode: minimum seconds between '
+     'checkpoints looked at.'),
+    ('integer', 'eval_timeout', None, 'Eval-only mode: stop after this many seconds without '
+     'a new checkpoint (default: wait for the last training step).'),
+)
+
+
+def define_flags():
+  """Defines the OD API's model_main flags; ones already defined are kept."""
+  for kind, name, default, help_text in _FLAGS:
+    if name not in FLAGS:
+      getattr(flags, 'DEFINE_' + kind)(name, default, help_text)
+
+
+def _check_flags():
+  """Raises app.UsageError naming a missing or inconsistent flag."""
+  for name in ('model_dir', 'pipeline_config_path'):
+    if not FLAGS[name].value:
+      raise app.UsageError('--%s is required' % name)
+  if FLAGS['run_once'].value and not FLAGS['checkpoint_dir'].value:
+    raise app.UsageError('--run_once needs --checkpoint_dir (eval-only mode)')
+
+
+def _evaluate_only(train_and_eval_dict):
+  """Eval-only mode: the latest checkpoint once, or each new one."""
+  estimator = train_and_eval_dict['estimator']
+  if FLAGS.eval_training_data:
+    name, input_fn = 'training_data', train_and_eval_dict['eval_on_train_input_fn']
+  else:
+    name, input_fn = 'validation_data', train_and_eval_dict['eval_input_fns'][0]
+  if FLAGS.run_once:
+    checkpoint = tf.train.latest_checkpoint(FLAGS.checkpoint_dir)
+    if checkpoint is None:
+      raise ValueError('--checkpoint_dir=%s holds no checkpoint to evaluate'
+                       % FLAGS.checkpoint_dir)
+    return estimator.evaluate(input_fn, steps=None, checkpoint_path=checkpoint, name=name)
+  return model_lib.continuous_eval(estimator, FLAGS.checkpoint_dir, input_fn,
+                                   train_and_eval_dict['train_steps'], name,
+                                   min_interval_secs=FLAGS.eval_interval_secs,
+                                   timeout=FLAGS.eval_timeout)
+
+
+def main(unused_argv):
+  _check_flags()
+  tf.compat.v1.disable_eager_execution()
+  config = tfe.RunConfig(model_dir=FLAGS.model_dir)
+  train_and_eval_dict = model_lib.create_estimator_and_inputs(
+      run_config=config,
+      hparams=model_lib.create_hparams(FLAGS.hparams_overrides),
+      pipeline_config_path=FLAGS.pipeline_config_path,
+      train_steps=FLAGS.num_train_steps,
+      sample_1_of_n_eval_examples=FLAGS.sample_1_of_n_eval_examples,
+      sample_1_of_n_eval_on_train_examples=FLAGS.sample_1_of_n_eval_on_train_examples,
+      save_final_config=True)
+  if FLAGS.checkpoint_dir:
+    metrics = _evaluate_only(train_and_eval_dict)
+    logging.info('Eval-only results: %s', metrics)
+    return
+  train_spec, eval_specs = model_lib.create_train_and_eval_specs(
+      train_and_eval_dict['train_input_fn'],
+      train_and_eval_dict['eval_input_fns'],
+      train_and_eval_dict['eval_on_train_input_fn'],
+      train_and_eval_dict['predict_input_fn'],
+      train_and_eval_dict['train_steps'],
+      eval_on_train_data=False)
+  # Only the first eval spec runs, as in the OD API.
+  tfe.train_and_evaluate(train_and_eval_dict['estimator'], train_spec, eval_specs[0])
+
+
+if __name__ == '__main__':
+  define_flags()
+  app.run(main)
