@@ -11,13 +11,15 @@ A cluster: every task gets the same flags and its own TF_CONFIG, e.g.
                             "ps": ["host2:2222"]},
                 "task": {"type": "worker", "index": 0}}'
 
-A ps task serves until the chief reports that training is over, then exits
-0 (non-zero if the chief disappears for longer than
-`deploy_config.chief_timeout_secs`). Chief/master/worker tasks train. When
+A ps task serves until the chief (and then every worker) reports that
+training is over, then exits 0 (1 if the chief disappears for longer than
+`deploy_config.chief_timeout_secs`). Training tasks started before their ps
+tasks wait for them, logging every few seconds, and exit 1 with a clear
+error after `deploy_config.startup_timeout_secs`. Chief/master/worker tasks train. When
 TF_CONFIG is present it wins over --master/--task/--worker_replicas/--ps_tasks
 (a conflict is logged). The chief copies the pipeline config to
 `train_dir/pipeline.config`. After SIGTERM the chief writes a checkpoint and
-the process exits with code 143.
+the process exits with code 143; a NaN loss exits 1 naming the step.
 """
 
 import functools
@@ -59,11 +61,14 @@ def _resolve_cluster(cluster):
   if not cluster.is_distributed:
     return (FLAGS.master, FLAGS.task, FLAGS.worker_replicas, FLAGS.ps_tasks,
             'worker', FLAGS.task == 0)
-  overridden = {name: getattr(FLAGS, name) for name in
-                ('master', 'task', 'worker_replicas', 'ps_tasks')
-                if FLAGS[name].present}
-  if overridden:
-    logging.warning('TF_CONFIG is set; ignoring flags %s', overridden)
+  from_tf_config = {'master': cluster.master, 'task': cluster.task_index,
+                    'worker_replicas': cluster.num_worker_replicas,
+                    'ps_tasks': cluster.num_ps_tasks}
+  conflicts = ['--%s=%s (TF_CONFIG: %s)' % (name, FLAGS[name].value, value)
+               for name, value in from_tf_config.items()
+               if FLAGS[name].present and FLAGS[name].value != value]
+  if conflicts:
+    logging.warning('TF_CONFIG wins over conflicting flags: %s', ', '.join(conflicts))
   return (cluster.master, cluster.task_index, cluster.num_worker_replicas,
           cluster.num_ps_tasks, cluster.worker_job_name, cluster.is_chief)
 
@@ -107,8 +112,18 @@ def run(argv=None):
 
   master, task, worker_replicas, ps_tasks, worker_job_name, is_chief = (
       _resolve_cluster(cluster))
-  if cluster.is_distributed and cluster.num_ps_tasks:
-    master = cluster.start_server().target
+  train_config = configs['train_config']
+  session_config = trainer.session_config(train_config)
+  if cluster.is_distributed:
+    session_config.device_filters.extend(cluster.device_filters)
+    if cluster.num_ps_tasks:
+      try:
+        cluster_roles.wait_for_tasks(cluster.cluster_spec.job_tasks('ps'),
+                                     deploy_config.startup_timeout_secs)
+      except cluster_roles.StartupTimeoutError as e:
+        logging.error('%s', e)
+        return 1
+      master = cluster.start_server().target
   if is_chief:
     config_util.save_pipeline_config(
         config_util.create_pipeline_proto_from_configs(configs), FLAGS.train_dir)
@@ -117,7 +132,7 @@ def run(argv=None):
   create_tensor_dict_fn = functools.partial(
       input_reader_builder.build, input_config,
       num_worker_replicas=worker_replicas, task_index=task,
-      skip_corrupt_records=configs['train_config'].skip_corrupt_records)
+      skip_corrupt_records=train_config.skip_corrupt_records)
   create_model_fn = functools.partial(
       model_builder.build, model_config=configs['model'], is_training=True)
   num_clones = (FLAGS.num_clones if FLAGS.num_clones is not None
@@ -125,14 +140,19 @@ def run(argv=None):
   clone_on_cpu = (FLAGS.clone_on_cpu if FLAGS.clone_on_cpu is not None
                   else deploy_config.clone_on_cpu)
   try:
-    trainer.train(create_tensor_dict_fn, create_model_fn, configs['train_config'],
+    trainer.train(create_tensor_dict_fn, create_model_fn, train_config,
                   master, task, num_clones, worker_replicas, clone_on_cpu,
                   ps_tasks, worker_job_name, is_chief, FLAGS.train_dir,
-                  deployment_options=deployment_options(deploy_config))
+                  session_config_override=session_config,
+                  deployment_options=deployment_options(deploy_config),
+                  startup_timeout_secs=deploy_config.startup_timeout_secs)
   except training_loop.TrainingPreempted as e:
     logging.warning('%s', e)
     return training_loop.PREEMPTED_EXIT_CODE
-  if is_chief and ps_tasks:
+  except (training_loop.NanLossError, TimeoutError) as e:
+    logging.error('%s', e.message if hasattr(e, 'message') else e)
+    return 1
+  if cluster.is_distributed and ps_tasks:
     cluster_roles.signal_training_done(master, cluster)
   return 0
 

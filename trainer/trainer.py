@@ -43,6 +43,7 @@ from core import preprocessor
 from core import standard_fields as fields
 from core import variables_helper
 from deployment import model_deploy
+from trainer import sync_replicas
 from trainer import training_loop
 
 _LABEL_ID_OFFSET = 1
@@ -256,6 +257,34 @@ def _transform_gradients(grads_and_vars, train_config):
   return grads_and_vars
 
 
+def _gate_gradients(grads_and_vars, gate):
+  """Makes every gradient wait for `gate` (the checked total loss).
+
+  Only the gradients are gated, not the whole `apply_gradients` call: ops
+  that an optimizer creates there (SyncReplicasOptimizer's init and
+  readiness ops) must not depend on the loss, or running them at startup
+  would dequeue a batch before the queue runners exist and hang forever.
+  """
+  gated = []
+  with tf.control_dependencies([gate]):
+    for grad, var in grads_and_vars:
+      if isinstance(grad, tf.IndexedSlices):
+        grad = tf.IndexedSlices(tf.identity(grad.values), grad.indices, grad.dense_shape)
+      elif grad is not None:
+        grad = tf.identity(grad)
+      gated.append((grad, var))
+  return gated
+
+
+def _release_workers_then(sync_optimizer, on_finish):
+  """An on_finish for the sync chief: unblock every worker, then `on_finish`."""
+  def finish(sess, step):
+    sync_optimizer.release_workers(sess)
+    if on_finish is not None:
+      on_finish(sess, step)
+  return finish
+
+
 def session_config(train_config):
   """Soft placement (as the original), plus XLA when configured."""
   config = tf.compat.v1.ConfigProto(allow_soft_placement=True,
@@ -269,7 +298,7 @@ def session_config(train_config):
 def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
           num_clones, worker_replicas, clone_on_cpu, ps_tasks, worker_job_name,
           is_chief, train_dir, graph_hook_fn=None, session_config_override=None,
-          on_finish=None, deployment_options=None):
+          on_finish=None, deployment_options=None, startup_timeout_secs=600):
   """Trains a model with clones, following the OD API's legacy trainer.
 
   Args:
@@ -292,6 +321,8 @@ def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
       ends (the cluster layer uses it to tell parameter servers to exit).
     deployment_options: optional dict of extra `DeploymentConfig` arguments
       (`variable_update`, `ps_strategy`, `clone_devices`, ...).
+    startup_timeout_secs: how long a non-chief task of a cluster waits for
+      the chief to initialise the model.
 
   Returns:
     The last total loss.
@@ -350,7 +381,7 @@ def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
 
     sync_optimizer = None
     if train_config.sync_replicas:
-      training_optimizer = tf.compat.v1.train.SyncReplicasOptimizer(
+      training_optimizer = sync_replicas.SyncReplicasOptimizer(
           training_optimizer,
           replicas_to_aggregate=train_config.replicas_to_aggregate,
           total_num_replicas=worker_replicas)
@@ -368,9 +399,9 @@ def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
           total_loss, training_loop.NAN_LOSS_MESSAGE)
       grads_and_vars = _transform_gradients(grads_and_vars, train_config)
       # The update waits for the numerics check, so a NaN step changes nothing.
-      with tf.control_dependencies([total_loss]):
-        grad_updates = model_deploy.apply_gradients(
-            clones, training_optimizer, grads_and_vars, global_step=global_step)
+      grads_and_vars = _gate_gradients(grads_and_vars, total_loss)
+      grad_updates = model_deploy.apply_gradients(
+          clones, training_optimizer, grads_and_vars, global_step=global_step)
       update_ops.append(grad_updates)
       update_op = tf.group(*update_ops, name='update_barrier')
       with tf.control_dependencies([update_op]):
@@ -403,6 +434,8 @@ def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
                    'rejects it with a sync optimizer)', startup_delay_steps)
       startup_delay_steps = 0
 
+    if sync_optimizer is not None and is_chief:
+      on_finish = _release_workers_then(sync_optimizer, on_finish)
     runner = training_loop.TrainStepRunner(
         number_of_steps=train_config.num_steps or None,
         examples_per_step=train_config.batch_size,
@@ -410,22 +443,39 @@ def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
         is_chief=is_chief, saver=saver,
         checkpoint_path=os.path.join(train_dir, 'model.ckpt'),
         on_finish=on_finish, step_after_update=step_after_update)
-    with runner.handle_sigterm():
-      slim.learning.train(
-          train_tensor,
-          logdir=train_dir,
-          train_step_fn=runner,
-          master=master,
-          is_chief=is_chief,
-          session_config=session_config_override or session_config(train_config),
-          startup_delay_steps=startup_delay_steps,
-          init_fn=init_fn,
-          summary_op=summary_op,
-          number_of_steps=train_config.num_steps or None,
-          save_summaries_secs=train_config.save_summaries_secs,
-          save_interval_secs=train_config.save_interval_secs,
-          sync_optimizer=sync_optimizer,
-          saver=saver,
-          ignore_live_threads=sync_optimizer is not None)
+    config = session_config_override or session_config(train_config)
+    if master and not is_chief:
+      training_loop.wait_for_model_ready(master, config, startup_timeout_secs)
+    try:
+      _run_training(runner, train_tensor, train_dir, master, is_chief, config,
+                    startup_delay_steps, init_fn, summary_op, train_config,
+                    sync_optimizer, saver)
+    finally:
+      if train_config.use_mixed_precision:
+        # The rewrite is process-global; later graphs must not inherit it.
+        tf.compat.v1.mixed_precision.disable_mixed_precision_graph_rewrite()
     runner.raise_if_preempted()
     return runner.last_loss
+
+
+def _run_training(runner, train_tensor, train_dir, master, is_chief, config,
+                  startup_delay_steps, init_fn, summary_op, train_config,
+                  sync_optimizer, saver):
+  """`slim.learning.train` with the runner as step function and SIGTERM handling."""
+  with runner.handle_sigterm():
+    slim.learning.train(
+        train_tensor,
+        logdir=train_dir,
+        train_step_fn=runner,
+        master=master,
+        is_chief=is_chief,
+        session_config=config,
+        startup_delay_steps=startup_delay_steps,
+        init_fn=init_fn,
+        summary_op=summary_op,
+        number_of_steps=train_config.num_steps or None,
+        save_summaries_secs=train_config.save_summaries_secs,
+        save_interval_secs=train_config.save_interval_secs,
+        sync_optimizer=sync_optimizer,
+        saver=saver,
+        ignore_live_threads=sync_optimizer is not None)

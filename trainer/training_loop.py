@@ -56,6 +56,48 @@ def _format_duration(seconds):
   return '%d:%02d:%02d' % (hours, minutes, seconds)
 
 
+def wait_for_model_ready(master, config, timeout_secs, log_every_secs=5.0, poll_secs=0.5):
+  """Non-chief tasks: waits until the chief initialised the default graph's variables.
+
+  The Supervisor of a non-chief worker re-checks only every 30 s; this polls
+  every `poll_secs`, logs every `log_every_secs` and gives up with a clear
+  error after `timeout_secs`.
+
+  Args:
+    master: gRPC target of this task's server.
+    config: the session ConfigProto (device filters included).
+    timeout_secs: deploy_config.startup_timeout_secs.
+    log_every_secs: seconds between "waiting" log lines.
+    poll_secs: seconds between checks.
+
+  Raises:
+    TimeoutError: naming what is still uninitialised.
+  """
+  ready_op = tf.compat.v1.report_uninitialized_variables(tf.compat.v1.global_variables())
+  options = tf.compat.v1.RunOptions(timeout_in_ms=int(max(poll_secs, 5.0) * 1000))
+  start = last_log = time.time()
+  with tf.compat.v1.Session(master, config=config) as sess:
+    while True:
+      try:
+        missing = sess.run(ready_op, options=options)
+      except (tf.errors.DeadlineExceededError, tf.errors.UnavailableError,
+              tf.errors.AbortedError) as e:
+        missing = [e.message.encode()]
+      if not len(missing):
+        return
+      waited = time.time() - start
+      if waited > timeout_secs:
+        raise TimeoutError(
+            'the chief did not initialise the model within %.0f s '
+            '(deploy_config.startup_timeout_secs=%d); still uninitialised: %s' % (
+                waited, timeout_secs, b', '.join(missing[:5]).decode()))
+      if time.time() - last_log >= log_every_secs:
+        logging.info('waiting for the chief to initialise the model (%.0f s of %d s)',
+                     waited, timeout_secs)
+        last_log = time.time()
+      time.sleep(poll_secs)
+
+
 class TrainStepRunner:
   """A `train_step_fn` for `slim.learning.train`: one run per step.
 
@@ -135,11 +177,19 @@ class TrainStepRunner:
     self._window_start = (now, step)
 
   def _finish(self, sess, step):
+    logging.info('training finished at global step %d', step)
     if self._on_finish is not None:
       self._on_finish(sess, step)
 
   def __call__(self, sess, train_op, global_step, train_step_kwargs):
     del train_step_kwargs  # Logging and stopping are decided here instead.
+    if self.last_step is None and self._number_of_steps:
+      # A task (re)started after the end must not push the step past it.
+      step = int(sess.run(global_step))
+      if step >= self._number_of_steps:
+        self.last_step = step
+        self._finish(sess, step)
+        return float('nan'), True
     try:
       loss, step = sess.run([train_op, self._step_after_update
                              if self._step_after_update is not None else global_step])

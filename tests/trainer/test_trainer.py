@@ -1,8 +1,13 @@
 """Tests for trainer.trainer.train() with small real models on CPU devices."""
 
+import contextlib
+import logging
 import os
+import re
+import shutil
 import sys
 
+from absl import logging as absl_logging
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -151,6 +156,146 @@ def test_nan_loss_names_the_step_and_keeps_the_checkpoint(tmp_path):
   assert tf.train.latest_checkpoint(str(tmp_path)).endswith('model.ckpt-2')
   np.testing.assert_array_equal(weights, _read(str(tmp_path), 'ClassPredictor/weights'))
 
+
+def _copy_dir(source, target):
+  shutil.copytree(source, target)
+  return str(target)
+
+
+def _one_step_deltas(tmp_path, **overrides):
+  """Variables' change over one step from a shared start, with and without overrides."""
+  base = str(tmp_path / 'base')
+  start = _train_config(num_steps=1)
+  start.optimizer.sgd_optimizer.learning_rate.constant_learning_rate.learning_rate = 0.0
+  _train(base, start)
+  names = ['BoxPredictor/weights', 'BoxPredictor/biases', 'ClassPredictor/biases',
+           'FeatureExtractor/conv/biases', 'FeatureExtractor/conv/weights']
+  before = {n: _read(base, n) for n in names}
+  deltas = []
+  for index, extra in enumerate(({}, overrides)):
+    run_dir = _copy_dir(base, tmp_path / ('run%d' % index))
+    _train(run_dir, _train_config(num_steps=2, **extra))
+    deltas.append({n: _read(run_dir, n) - before[n] for n in names})
+  return deltas
+
+
+def test_bias_multiplier_scales_only_the_bias_updates(tmp_path):
+  plain, scaled = _one_step_deltas(tmp_path, bias_grad_multiplier=3.0)
+  for name in plain:
+    factor = 3.0 if name.endswith('/biases') else 1.0
+    assert np.abs(plain[name]).max() > 0, name
+    np.testing.assert_allclose(scaled[name], factor * plain[name], rtol=1e-4, atol=1e-7,
+                               err_msg=name)
+
+
+def test_gradient_clipping_by_norm_bounds_every_update(tmp_path):
+  clip, learning_rate = 1e-3, 0.1
+  plain, clipped = _one_step_deltas(tmp_path, gradient_clipping_by_norm=clip)
+  assert any(np.linalg.norm(d) > 2 * learning_rate * clip for d in plain.values())
+  for name, delta in clipped.items():
+    assert np.linalg.norm(delta) <= learning_rate * clip * (1 + 1e-4), name
+    # Clipping rescales, it does not change the direction.
+    cosine = np.sum(delta * plain[name]) / (
+        np.linalg.norm(delta) * np.linalg.norm(plain[name]))
+    assert cosine > 0.9999, name
+
+
+@pytest.mark.parametrize('option', ['use_mixed_precision', 'use_xla'])
+def test_speed_options_train_correctly_on_cpu(tmp_path, option):
+  config = _train_config(num_steps=20, **{option: True})
+  loss = _train(str(tmp_path), config)
+  assert np.isfinite(loss)
+  assert _read(str(tmp_path), 'global_step') == 20
+  reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp_path)))
+  for name in reader.get_variable_to_shape_map():
+    assert np.all(np.isfinite(reader.get_tensor(name))), name
+  if option == 'use_mixed_precision':
+    # The dynamic loss scale is part of the trained state.
+    assert any('loss_scale' in n for n in reader.get_variable_to_shape_map())
+    # ...and the process-global rewrite is switched off again afterwards.
+    from tensorflow.python.training.experimental import mixed_precision_global_state
+    assert not mixed_precision_global_state.is_mixed_precision_graph_rewrite_enabled()
+
+
+def test_speed_options_lower_the_loss_like_the_default(tmp_path):
+  losses = {}
+  for option in ('default', 'use_mixed_precision', 'use_xla'):
+    extra = {} if option == 'default' else {option: True}
+    with _capture_progress() as lines:
+      _train(str(tmp_path / option), _train_config(num_steps=30, log_every_n_steps=1,
+                                                   **extra))
+    losses[option] = [float(l) for l in re.findall(r'loss = ([0-9.]+)', '\n'.join(lines))]
+  for option, values in losses.items():
+    assert np.mean(values[-5:]) < np.mean(values[:5]), (option, values)
+
+
+def test_num_clones_minus_one_means_one_clone_on_cpu(tmp_path):
+  assert trainer.resolve_num_clones(-1) == max(1, len(tf.config.list_physical_devices('GPU')))
+  _train(str(tmp_path), _train_config(num_steps=2), num_clones=-1)
+  assert _read(str(tmp_path), 'global_step') == 2
+  with pytest.raises(ValueError, match='num_clones must be positive or -1'):
+    trainer.resolve_num_clones(0)
+
+
+def test_sync_replicas_with_two_clones_in_process(tmp_path):
+  config = _train_config(num_steps=5, sync_replicas=True, replicas_to_aggregate=2)
+  loss = _train(str(tmp_path), config, num_clones=2, num_cpus=2)
+  assert np.isfinite(loss)
+  assert _read(str(tmp_path), 'global_step') == 5
+
+
+@contextlib.contextmanager
+def _capture_progress():
+  """Collects the messages absl logs while the block runs."""
+  lines = []
+
+  class Collect(logging.Handler):
+    def emit(self, record):
+      lines.append(record.getMessage())
+  handler = Collect()
+  verbosity = absl_logging.get_verbosity()
+  absl_logging.set_verbosity(absl_logging.INFO)
+  absl_logging.get_absl_logger().addHandler(handler)
+  try:
+    yield lines
+  finally:
+    absl_logging.get_absl_logger().removeHandler(handler)
+    absl_logging.set_verbosity(verbosity)
+
+
+def test_progress_lines_name_step_loss_rates_and_eta(tmp_path):
+  with _capture_progress() as lines:
+    _train(str(tmp_path), _train_config(num_steps=8, log_every_n_steps=2))
+  progress = [l for l in lines if l.startswith('global step')]
+  assert progress, lines
+  pattern = (r'^global step (\d+), loss = [0-9.]+, [0-9.]+ steps/sec, '
+             r'[0-9.]+ examples/sec, ETA \d+:\d\d:\d\d$')
+  for line in progress:
+    assert re.match(pattern, line), line
+  assert 'training finished at global step 8' in lines
+
+
+def test_cli_logs_tf_config_conflicts_and_chief_writes_pipeline_config(tmp_path):
+  from tests import cluster_util
+  from tests.trainer import cluster_testlib
+  data = cluster_testlib.write_colour_records(str(tmp_path / 'data'), num_examples=8)
+  config = cluster_testlib.write_pipeline_config(str(tmp_path), data, num_steps=1000)
+  train_dir = str(tmp_path / 'train')
+  cluster = cluster_util.local_cluster(num_workers=1, num_ps=1)
+  with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
+    ps = cluster_testlib.start_task(group, cluster, 'ps', 0, config, train_dir)
+    worker = cluster_testlib.start_task(
+        group, cluster, 'worker', 0, config, train_dir,
+        extra=['--task=3', '--worker_replicas=5', '--num_train_steps=3'])
+    assert group.wait(worker, timeout=240) == 0, group.logs()
+    assert group.wait(ps, timeout=120) == 0, group.logs()
+  output = worker.output()
+  assert 'TF_CONFIG wins over conflicting flags' in output
+  assert '--task=3 (TF_CONFIG: 0)' in output
+  assert '--worker_replicas=5 (TF_CONFIG: 1)' in output
+  assert 'training finished at global step 3' in output
+  written = os.path.join(train_dir, 'pipeline.config')
+  assert 'slim_classifier' in open(written).read()
 
 if __name__ == '__main__':
   sys.exit(pytest.main([__file__, '-q']))

@@ -1,0 +1,182 @@
+"""Tiny data, configs and checks for the `python -m trainer.train` cluster tests.
+
+Every cluster test trains the smallest model the CLI builds (the `small_cnn`
+slim classifier at 16x16) on a few generated TFRecords whose class is the
+image's dominant colour, so a handful of steps lower the loss:
+
+    data = cluster_testlib.write_colour_records(str(tmp_path / 'data'))
+    config = cluster_testlib.write_pipeline_config(str(tmp_path), data, num_steps=20,
+                                                   sync_replicas=True)
+    cluster = cluster_util.local_cluster(num_workers=2, num_ps=1)
+    with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
+      tasks = cluster_testlib.start_tasks(group, cluster, config, train_dir)
+      ...
+    cluster_testlib.checkpoint_steps(train_dir)   # -> [..., 20]
+
+Tasks run with small timeouts (deploy_config) so failures show up in seconds.
+"""
+
+import os
+import re
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from tests import cluster_util
+from tools import dataset_util
+
+MODULE = 'trainer.train'
+IMAGE_SIZE = 16
+NUM_CLASSES = 2
+_COLOURS = np.array([[220, 40, 40], [40, 40, 220]])
+
+# One progress line of trainer.training_loop.
+PROGRESS_RE = r'global step (\d+), loss = ([0-9.naif]+)'
+
+
+def write_colour_records(data_dir, num_examples=32, seed=0):
+  """Writes classification TFRecords: label 1 = reddish, label 2 = bluish.
+
+  Args:
+    data_dir: output directory (created).
+    num_examples: examples in the single shard.
+    seed: numpy seed for the noise.
+
+  Returns:
+    dict with `pattern` (the file glob) and `label_map_path`.
+  """
+  os.makedirs(data_dir, exist_ok=True)
+  rng = np.random.default_rng(seed)
+  codec = dataset_util.ImageCodec()
+  path = os.path.join(data_dir, 'train.tfrecord-00000-of-00001')
+  with tf.io.TFRecordWriter(path) as writer:
+    for i in range(num_examples):
+      label = i % NUM_CLASSES
+      noise = rng.integers(-30, 30, size=(IMAGE_SIZE, IMAGE_SIZE, 3))
+      image = np.clip(_COLOURS[label] + noise, 0, 255).astype(np.uint8)
+      example = dataset_util.classification_example(
+          codec.encode(image, 'png'), b'png', IMAGE_SIZE, IMAGE_SIZE, label + 1,
+          source_id=str(i).encode())
+      writer.write(example.SerializeToString())
+  label_map_path = os.path.join(data_dir, 'label_map.pbtxt')
+  with open(label_map_path, 'w') as f:
+    for index, name in enumerate(('red', 'blue'), start=1):
+      f.write("item { id: %d name: '%s' }\n" % (index, name))
+  return {'pattern': os.path.join(data_dir, 'train.tfrecord-*'),
+          'label_map_path': label_map_path}
+
+
+def write_pipeline_config(directory, data, num_steps=20, batch_size=4, learning_rate=0.05,
+                          sync_replicas=False, replicas_to_aggregate=1, num_clones=1,
+                          save_interval_secs=600, log_every_n_steps=1,
+                          startup_timeout_secs=60, chief_timeout_secs=60, name='pipeline.config'):
+  """Writes a pipeline config for the tiny classifier; returns its path."""
+  text = """
+model { slim_classifier {
+  num_classes: %(num_classes)d net: "small_cnn" image_height: %(size)d image_width: %(size)d
+  dropout_keep_prob: 1.0 weight_decay: 0.0 } }
+train_config {
+  batch_size: %(batch_size)d
+  num_steps: %(num_steps)d
+  sync_replicas: %(sync)s
+  replicas_to_aggregate: %(replicas)d
+  optimizer { sgd_optimizer { learning_rate { constant_learning_rate {
+      learning_rate: %(lr)g } } } }
+  startup_delay_steps: 0
+  batch_queue_capacity: 8
+  num_batch_queue_threads: 1
+  prefetch_queue_capacity: 2
+  log_every_n_steps: %(log_every)d
+  save_interval_secs: %(save_secs)d
+  save_summaries_secs: 600
+}
+train_input_reader {
+  label_map_path: "%(label_map)s"
+  decoder_type: CLASSIFICATION
+  num_readers: 1
+  tf_record_input_reader { input_path: "%(pattern)s" }
+}
+deploy_config {
+  num_clones: %(num_clones)d
+  clone_on_cpu: true
+  startup_timeout_secs: %(startup)d
+  chief_timeout_secs: %(chief)d
+}
+""" % dict(num_classes=NUM_CLASSES, size=IMAGE_SIZE, batch_size=batch_size,
+           num_steps=num_steps, sync='true' if sync_replicas else 'false',
+           replicas=replicas_to_aggregate, lr=learning_rate, log_every=log_every_n_steps,
+           save_secs=save_interval_secs, label_map=data['label_map_path'],
+           pattern=data['pattern'], num_clones=num_clones, startup=startup_timeout_secs,
+           chief=chief_timeout_secs)
+  path = os.path.join(directory, name)
+  with open(path, 'w') as f:
+    f.write(text)
+  return path
+
+
+def train_args(config_path, train_dir, *extra):
+  """Command-line arguments of `python -m trainer.train`."""
+  return ['--pipeline_config_path=%s' % config_path, '--train_dir=%s' % train_dir,
+          '--alsologtostderr'] + list(extra)
+
+
+def start_task(group, cluster, job, index, config_path, train_dir, extra=(), name=None):
+  """Starts one task of `cluster` running `python -m trainer.train`."""
+  return group.start(name or '%s%d' % (job, index),
+                     cluster_util.tf_config(cluster, job, index), module=MODULE,
+                     args=train_args(config_path, train_dir, *extra))
+
+
+def start_tasks(group, cluster, config_path, train_dir, skip=()):
+  """Starts every task of `cluster`; returns {name: TaskProcess}."""
+  return group.start_cluster(cluster, MODULE, args=train_args(config_path, train_dir),
+                             skip=skip)
+
+
+def checkpoint_steps(train_dir):
+  """Global steps of the checkpoints in `train_dir` that have an index file, sorted."""
+  if not os.path.isdir(train_dir):
+    return []
+  steps = set()
+  for name in os.listdir(train_dir):
+    match = re.match(r'model\.ckpt-(\d+)\.index$', name)
+    if match:
+      steps.add(int(match.group(1)))
+  return sorted(steps)
+
+
+def latest_checkpoint_step(train_dir):
+  """Global step stored in the checkpoint the state file points at (None if none)."""
+  path = tf.train.latest_checkpoint(train_dir)
+  if path is None:
+    return None
+  return int(tf.train.load_variable(path, 'global_step'))
+
+
+def progress(process):
+  """[(global_step, loss)] of every progress line the process logged."""
+  return [(int(s), float(l)) for s, l in re.findall(PROGRESS_RE, process.output())]
+
+
+def wait_until(predicate, timeout, group, what, interval=0.3):
+  """Polls `predicate()` until true; raises TimeoutError with the logs otherwise."""
+  deadline = time.time() + timeout
+  while True:
+    value = predicate()
+    if value:
+      return value
+    if time.time() > deadline:
+      raise TimeoutError('%s did not happen within %ss\n%s' % (what, timeout, group.logs()))
+    time.sleep(interval)
+
+
+def wait_for_step(group, process, step, timeout):
+  """Waits until `process` logged progress at global step >= `step`; returns that step."""
+  def reached():
+    if process.poll() is not None:
+      raise RuntimeError('%s exited with %s before step %d\n%s' % (
+          process.name, process.poll(), step, group.logs()))
+    steps = [s for s, _ in progress(process)]
+    return max(steps) if steps and max(steps) >= step else None
+  return wait_until(reached, timeout, group, '%s reaching step %d' % (process.name, step))

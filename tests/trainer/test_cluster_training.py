@@ -1,0 +1,150 @@
+"""Real `python -m trainer.train` clusters on loopback: finishing, ps lifetime, startup.
+
+Each test writes a tiny classifier config and TFRecords into tmp_path, starts
+one process per task with its own TF_CONFIG and checks exit codes, logs and
+checkpoints. Run them alone with `pytest -m cluster tests/trainer`.
+"""
+
+import os
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from tests import cluster_util
+from tests.trainer import cluster_testlib as lib
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+# Generous: the machine running the suite may be busy.
+_EXIT_SECS = 240
+
+
+@pytest.fixture
+def data(tmp_path):
+  return lib.write_colour_records(str(tmp_path / 'data'))
+
+
+def _wait_all(group, tasks, timeout=_EXIT_SECS):
+  """Waits for every task; returns {name: exit code}."""
+  deadline = time.time() + timeout
+  return {name: group.wait(task, timeout=max(deadline - time.time(), 1))
+          for name, task in sorted(tasks.items())}
+
+
+def _finished_step(process):
+  found = lib.progress(process)
+  text = process.output()
+  marker = 'training finished at global step '
+  if marker in text:
+    return int(text.rsplit(marker, 1)[1].split()[0])
+  return found[-1][0] if found else None
+
+
+def test_sync_replicas_two_workers_all_finish_and_exit(tmp_path, data):
+  train_dir = str(tmp_path / 'train')
+  config = lib.write_pipeline_config(str(tmp_path), data, num_steps=40, sync_replicas=True,
+                                     replicas_to_aggregate=2, log_every_n_steps=5)
+  cluster = cluster_util.local_cluster(num_workers=2, num_ps=1)
+  with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
+    tasks = lib.start_tasks(group, cluster, config, train_dir)
+    workers = [tasks['worker0'], tasks['worker1']]
+    for worker in workers:
+      assert group.wait(worker, timeout=_EXIT_SECS) == 0, group.logs()
+    last_worker_done = time.time()
+    # The ps follows within seconds (not a hang, not a kill).
+    assert group.wait(tasks['ps0'], timeout=60) == 0, group.logs()
+    assert time.time() - last_worker_done < 60
+  for worker in workers:
+    assert _finished_step(worker) == 40, group.logs()
+  assert 'every worker finished' in tasks['ps0'].output()
+  assert lib.latest_checkpoint_step(train_dir) == 40
+  # The chief wrote the config it trained with.
+  assert os.path.exists(os.path.join(train_dir, 'pipeline.config'))
+
+
+@pytest.mark.parametrize('sync', [True, False], ids=['sync', 'async'])
+def test_two_workers_with_two_clones_each(tmp_path, data, sync):
+  train_dir = str(tmp_path / 'train')
+  config = lib.write_pipeline_config(str(tmp_path), data, num_steps=30, num_clones=2,
+                                     sync_replicas=sync, replicas_to_aggregate=2,
+                                     log_every_n_steps=5)
+  cluster = cluster_util.local_cluster(num_workers=2, num_ps=1)
+  with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
+    tasks = lib.start_tasks(group, cluster, config, train_dir)
+    codes = _wait_all(group, tasks)
+  assert codes == {'ps0': 0, 'worker0': 0, 'worker1': 0}, group.logs()
+  step = lib.latest_checkpoint_step(train_dir)
+  # Async workers may each finish the step they were running.
+  assert step == 30 if sync else 30 <= step <= 32, step
+  # Both clones ran on each worker (clone_1 scope exists in the graph).
+  assert 'clone_1' in open(os.path.join(train_dir, 'graph.pbtxt')).read()
+
+
+def test_async_two_workers_converge_like_single_process(tmp_path, data):
+  single_dir, cluster_dir = str(tmp_path / 'single'), str(tmp_path / 'cluster')
+  config = lib.write_pipeline_config(str(tmp_path), data, num_steps=40, learning_rate=0.02,
+                                     log_every_n_steps=1)
+  cluster = cluster_util.local_cluster(num_workers=2, num_ps=1)
+  with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
+    single = group.start('single', None, module=lib.MODULE,
+                         args=lib.train_args(config, single_dir))
+    tasks = lib.start_tasks(group, cluster, config, cluster_dir)
+    tasks['single'] = single
+    codes = _wait_all(group, tasks)
+  assert set(codes.values()) == {0}, group.logs()
+
+  def final_loss(processes):
+    losses = sorted(p for process in processes for p in lib.progress(process))
+    return np.mean([loss for _, loss in losses[-6:]]), losses[0][1]
+  single_loss, single_first = final_loss([single])
+  cluster_loss, _ = final_loss([tasks['worker0'], tasks['worker1']])
+  # Chance level is ln(2) ~ 0.69; both runs must end well below it, close together.
+  assert single_loss < 0.35 and cluster_loss < 0.35, (single_loss, cluster_loss)
+  assert abs(single_loss - cluster_loss) < 0.2, (single_loss, cluster_loss, single_first)
+
+
+def test_ps_exits_nonzero_when_the_chief_disappears(tmp_path, data):
+  train_dir = str(tmp_path / 'train')
+  config = lib.write_pipeline_config(str(tmp_path), data, num_steps=100000,
+                                     chief_timeout_secs=4, log_every_n_steps=5)
+  cluster = cluster_util.local_cluster(num_workers=1, num_ps=1)
+  with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
+    tasks = lib.start_tasks(group, cluster, config, train_dir)
+    lib.wait_for_step(group, tasks['worker0'], 10, timeout=_EXIT_SECS)
+    os.killpg(tasks['worker0'].pid, 9)
+    assert group.wait(tasks['ps0'], timeout=90) == 1, group.logs()
+  output = tasks['ps0'].output()
+  assert 'chief /job:worker/task:0/device:CPU:0 unreachable for' in output
+  assert 'chief_timeout_secs' in output
+
+
+def test_workers_wait_for_a_late_ps(tmp_path, data):
+  train_dir = str(tmp_path / 'train')
+  config = lib.write_pipeline_config(str(tmp_path), data, num_steps=20, log_every_n_steps=5,
+                                     startup_timeout_secs=120)
+  cluster = cluster_util.local_cluster(num_workers=2, num_ps=1)
+  with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
+    tasks = lib.start_tasks(group, cluster, config, train_dir, skip=('ps0',))
+    for name in ('worker0', 'worker1'):
+      group.wait_for_output(tasks[name], r'waiting for ps tasks 127\.0\.0\.1:\d+ \(\d+ s of '
+                            r'120 s\)', timeout=_EXIT_SECS)
+    tasks['ps0'] = lib.start_task(group, cluster, 'ps', 0, config, train_dir)
+    codes = _wait_all(group, tasks)
+  assert codes == {'ps0': 0, 'worker0': 0, 'worker1': 0}, group.logs()
+  assert lib.latest_checkpoint_step(train_dir) >= 20
+
+
+def test_missing_ps_is_a_clear_error_after_the_startup_timeout(tmp_path, data):
+  config = lib.write_pipeline_config(str(tmp_path), data, startup_timeout_secs=3)
+  cluster = cluster_util.local_cluster(num_workers=1, num_ps=1)
+  with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
+    worker = lib.start_task(group, cluster, 'worker', 0, config, str(tmp_path / 'train'))
+    assert group.wait(worker, timeout=_EXIT_SECS) == 1, group.logs()
+  assert 'still unreachable after' in worker.output()
+  assert 'deploy_config.startup_timeout_secs=3' in worker.output()
+
+
+if __name__ == '__main__':
+  sys.exit(pytest.main([__file__, '-q']))
