@@ -232,7 +232,7 @@ def _train_op(model, total_loss, losses, train_config):
     tf.compat.v1.summary.scalar(name, losses[name])
   grads_and_vars = optimizer.compute_gradients(total_loss)
   # The legacy trainer's surgery: bias multiplier, freeze, update filter, clip.
-  grads_and_vars = legacy_trainer._transform_gradients(  # pylint: disable=protected-access
+  grads_and_vars = legacy_trainer.transform_gradients(
       grads_and_vars, train_config)
   if train_config.summarize_gradients:
     for grad, var in grads_and_vars:

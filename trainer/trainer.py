@@ -237,8 +237,20 @@ def build_init_fn(detection_model, train_config):
                                   include_global_step=False)
 
 
-def _transform_gradients(grads_and_vars, train_config):
-  """Bias multiplier, freezing, trainable filter and clipping, in OD order."""
+def transform_gradients(grads_and_vars, train_config):
+  """Applies the train config's gradient surgery, in the OD trainer's order.
+
+  Shared by `train()` and `trainer.model_lib`'s Estimator model_fn.
+
+  Args:
+    grads_and_vars: list of (gradient, variable) pairs.
+    train_config: a `train_pb2.TrainConfig`: `bias_grad_multiplier`,
+      `freeze_variables`, `update_trainable_variables`,
+      `gradient_clipping_by_norm`.
+
+  Returns:
+    The transformed list of (gradient, variable) pairs.
+  """
   if train_config.bias_grad_multiplier:
     grads_and_vars = variables_helper.multiply_gradients_matching_regex(
         grads_and_vars, ['.*/biases'], multiplier=train_config.bias_grad_multiplier)
@@ -397,7 +409,7 @@ def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
           clones, training_optimizer, regularization_losses=regularization_losses)
       total_loss = tf.debugging.check_numerics(
           total_loss, training_loop.NAN_LOSS_MESSAGE)
-      grads_and_vars = _transform_gradients(grads_and_vars, train_config)
+      grads_and_vars = transform_gradients(grads_and_vars, train_config)
       # The update waits for the numerics check, so a NaN step changes nothing.
       grads_and_vars = _gate_gradients(grads_and_vars, total_loss)
       grad_updates = model_deploy.apply_gradients(
