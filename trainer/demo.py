@@ -51,15 +51,22 @@ MAP_50 = 'DetectionBoxes_Precision/mAP@.50IOU'
 # Images in the PNG are enlarged by an integer factor to at least this side.
 _MIN_DRAWN_SIDE = 192
 
-flags.DEFINE_string('output_dir', 'out/demo', 'Where data, checkpoints and images go.')
-flags.DEFINE_string('pipeline_config_path', _DEFAULT_CONFIG, 'The detector config.')
-flags.DEFINE_integer('num_train_steps', 1000, 'Training steps.')
-flags.DEFINE_integer('num_clones', 2, 'Clones, one per virtual CPU device.')
-flags.DEFINE_integer('num_train_images', 512, 'Synthetic training images.')
-flags.DEFINE_integer('num_val_images', 32, 'Synthetic validation images.')
-flags.DEFINE_integer('num_images_to_draw', 4, 'Validation images in the PNG.')
-
 FLAGS = flags.FLAGS
+
+
+def define_flags():
+  """Defines the flags; called only when this module runs as the program.
+
+  Several command modules share flag names (`--pipeline_config_path`), so
+  defining them at import would clash when one process imports two of them.
+  """
+  flags.DEFINE_string('output_dir', 'out/demo', 'Where data, checkpoints and images go.')
+  flags.DEFINE_string('pipeline_config_path', _DEFAULT_CONFIG, 'The detector config.')
+  flags.DEFINE_integer('num_train_steps', 1000, 'Training steps.')
+  flags.DEFINE_integer('num_clones', 2, 'Clones, one per virtual CPU device.')
+  flags.DEFINE_integer('num_train_images', 512, 'Synthetic training images.')
+  flags.DEFINE_integer('num_val_images', 32, 'Synthetic validation images.')
+  flags.DEFINE_integer('num_images_to_draw', 4, 'Validation images in the PNG.')
 
 
 def _image_size(model_config):
@@ -246,4 +253,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  define_flags()
   app.run(lambda argv: sys.exit(main(argv)))

@@ -29,19 +29,26 @@ import tensorflow as tf
 from core import config_util
 from trainer import evaluator
 
-flags.DEFINE_string('pipeline_config_path', '',
-                    'Path to a text-format TrainEvalPipelineConfig.')
-flags.DEFINE_string('checkpoint_dir', '',
-                    'Directory of checkpoints to evaluate, or one checkpoint prefix.')
-flags.DEFINE_string('eval_dir', '', 'Directory to write eval summaries to.')
-flags.DEFINE_boolean('run_once', False, 'Evaluate the latest checkpoint once, then exit.')
-flags.DEFINE_boolean('eval_training_data', False,
-                     'Evaluate on the train_input_reader instead of eval_input_reader.')
-flags.DEFINE_integer('eval_timeout', None,
-                     'Seconds to wait for a new checkpoint before exiting (0: forever); '
-                     'default eval_config.eval_timeout_secs.')
-
 FLAGS = flags.FLAGS
+
+
+def define_flags():
+  """Defines the flags; called only when this module runs as the program.
+
+  Several command modules share flag names (`--pipeline_config_path`), so
+  defining them at import would clash when one process imports two of them.
+  """
+  flags.DEFINE_string('pipeline_config_path', '',
+                      'Path to a text-format TrainEvalPipelineConfig.')
+  flags.DEFINE_string('checkpoint_dir', '',
+                      'Directory of checkpoints to evaluate, or one checkpoint prefix.')
+  flags.DEFINE_string('eval_dir', '', 'Directory to write eval summaries to.')
+  flags.DEFINE_boolean('run_once', False, 'Evaluate the latest checkpoint once, then exit.')
+  flags.DEFINE_boolean('eval_training_data', False,
+                       'Evaluate on the train_input_reader instead of eval_input_reader.')
+  flags.DEFINE_integer('eval_timeout', None,
+                       'Seconds to wait for a new checkpoint before exiting (0: forever); '
+                       'default eval_config.eval_timeout_secs.')
 
 
 def run(argv=None):
@@ -86,4 +93,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  define_flags()
   app.run(main)

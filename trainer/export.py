@@ -26,23 +26,30 @@ from core import variables_helper
 from protos import pipeline_pb2
 from trainer import exporter
 
-flags.DEFINE_enum('input_type', 'image_tensor', list(exporter.INPUT_TYPES),
-                  'Type of the serving input.')
-flags.DEFINE_string('input_shape', None,
-                    'For image_tensor: comma-separated [batch, height, width, 3], -1 for '
-                    'unknown sizes, e.g. "-1,96,96,3". Default: [None, None, None, 3].')
-flags.DEFINE_string('pipeline_config_path', None, 'Path of the TrainEvalPipelineConfig.')
-flags.DEFINE_string('trained_checkpoint_prefix', None,
-                    'Checkpoint prefix, e.g. train_dir/model.ckpt-1000.')
-flags.DEFINE_string('output_directory', None, 'Where the export is written.')
-flags.DEFINE_string('config_override', '',
-                    'Text-format TrainEvalPipelineConfig merged over the file.')
-flags.DEFINE_boolean('write_inference_graph', False, 'Also write inference_graph.pbtxt.')
-flags.DEFINE_integer('serving_version', None,
-                     'Write the TF Serving layout output_directory/<version>/ instead of '
-                     'output_directory/saved_model/.')
-
 FLAGS = flags.FLAGS
+
+
+def define_flags():
+  """Defines the flags; called only when this module runs as the program.
+
+  Several command modules share flag names (`--pipeline_config_path`), so
+  defining them at import would clash when one process imports two of them.
+  """
+  flags.DEFINE_enum('input_type', 'image_tensor', list(exporter.INPUT_TYPES),
+                    'Type of the serving input.')
+  flags.DEFINE_string('input_shape', None,
+                      'For image_tensor: comma-separated [batch, height, width, 3], -1 for '
+                      'unknown sizes, e.g. "-1,96,96,3". Default: [None, None, None, 3].')
+  flags.DEFINE_string('pipeline_config_path', None, 'Path of the TrainEvalPipelineConfig.')
+  flags.DEFINE_string('trained_checkpoint_prefix', None,
+                      'Checkpoint prefix, e.g. train_dir/model.ckpt-1000.')
+  flags.DEFINE_string('output_directory', None, 'Where the export is written.')
+  flags.DEFINE_string('config_override', '',
+                      'Text-format TrainEvalPipelineConfig merged over the file.')
+  flags.DEFINE_boolean('write_inference_graph', False, 'Also write inference_graph.pbtxt.')
+  flags.DEFINE_integer('serving_version', None,
+                       'Write the TF Serving layout output_directory/<version>/ instead of '
+                       'output_directory/saved_model/.')
 
 
 class FlagError(ValueError):
@@ -145,4 +152,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  define_flags()
   app.run(lambda argv: sys.exit(main(argv)))

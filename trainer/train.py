@@ -38,22 +38,29 @@ from trainer import cluster_roles
 from trainer import trainer
 from trainer import training_loop
 
-flags.DEFINE_string('train_dir', '', 'Directory for checkpoints and summaries.')
-flags.DEFINE_string('pipeline_config_path', '',
-                    'Path to a text-format TrainEvalPipelineConfig.')
-flags.DEFINE_integer('num_clones', None,
-                     'Clones per worker (-1: one per GPU); default from '
-                     'deploy_config.num_clones.')
-flags.DEFINE_boolean('clone_on_cpu', None,
-                     'Put clones on the CPU; default from deploy_config.')
-flags.DEFINE_string('master', '', 'gRPC target of the TF master (no TF_CONFIG).')
-flags.DEFINE_integer('task', 0, 'Task index of this worker (no TF_CONFIG).')
-flags.DEFINE_integer('worker_replicas', 1, 'Number of workers (no TF_CONFIG).')
-flags.DEFINE_integer('ps_tasks', 0, 'Number of ps tasks (no TF_CONFIG).')
-flags.DEFINE_integer('num_train_steps', None,
-                     'Overrides train_config.num_steps when set.')
-
 FLAGS = flags.FLAGS
+
+
+def define_flags():
+  """Defines the flags; called only when this module runs as the program.
+
+  Several command modules share flag names (`--pipeline_config_path`), so
+  defining them at import would clash when one process imports two of them.
+  """
+  flags.DEFINE_string('train_dir', '', 'Directory for checkpoints and summaries.')
+  flags.DEFINE_string('pipeline_config_path', '',
+                      'Path to a text-format TrainEvalPipelineConfig.')
+  flags.DEFINE_integer('num_clones', None,
+                       'Clones per worker (-1: one per GPU); default from '
+                       'deploy_config.num_clones.')
+  flags.DEFINE_boolean('clone_on_cpu', None,
+                       'Put clones on the CPU; default from deploy_config.')
+  flags.DEFINE_string('master', '', 'gRPC target of the TF master (no TF_CONFIG).')
+  flags.DEFINE_integer('task', 0, 'Task index of this worker (no TF_CONFIG).')
+  flags.DEFINE_integer('worker_replicas', 1, 'Number of workers (no TF_CONFIG).')
+  flags.DEFINE_integer('ps_tasks', 0, 'Number of ps tasks (no TF_CONFIG).')
+  flags.DEFINE_integer('num_train_steps', None,
+                       'Overrides train_config.num_steps when set.')
 
 
 def _resolve_cluster(cluster):
@@ -162,4 +169,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  define_flags()
   app.run(main)
