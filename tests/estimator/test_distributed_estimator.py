@@ -58,7 +58,7 @@ def test_chief_worker_ps_evaluator_all_exit(tmp_path):
   assert os.path.isfile(os.path.join(export, 'saved_model.pb'))
   assert 'Exiting evaluation, the final checkpoint' in logs['evaluator0']
   # The ps was released by the chief (not killed).
-  assert 'chief reports training done; exiting' in logs['ps0'], logs['ps0']
+  assert 'every worker finished; exiting' in logs['ps0'], logs['ps0']
 
 
 if __name__ == '__main__':

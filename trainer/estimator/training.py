@@ -459,6 +459,8 @@ class _TrainingExecutor(object):
     self._train()
     if server is not None:
       _report_worker_done(server, self._cluster())
+      # The ps tasks exit once the chief and every worker said they are done.
+      cluster_roles.signal_training_done(server.target, self._cluster())
     return None, []
 
   def run_ps(self):
