@@ -37,9 +37,10 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__f
 COMPAT_MD = os.path.join(REPO_ROOT, 'core', 'COMPAT.md')
 PLUGIN = 'tests.compat.shipped_plugin'
 
-# Always run (about 1.5 minutes on 2 free cores, TF import included): the
-# modules behind slim.learning, create_train_op, the example decoder, the
-# layers helpers, optimizers, arg_scope, variables and one net.
+# Always run (about 5 minutes of one core, TF import included): every module
+# slimtrain's code calls into: slim.learning, create_train_op, evaluation, the
+# example decoder, prefetch queue and parallel reader, layers and their
+# helpers, optimizers, arg_scope, variables and the nets it builds.
 FAST_MODULES = (
     'learning_test',
     'training/training_test',
@@ -49,11 +50,7 @@ FAST_MODULES = (
     'ops/arg_scope_test',
     'ops/variables_test',
     'nets/vgg_test',
-)
-
-# Run with --compat-slow / SLIMTRAIN_COMPAT_SLOW=1 (about 7 more minutes on
-# 2 free cores: each net takes about a minute, metric_ops two).
-SLOW_MODULES = (
+    # The rest of the modules slimtrain relies on (issue 2's required list).
     'training/evaluation_test',
     'evaluation_test',
     'data/prefetch_queue_test',
@@ -62,6 +59,11 @@ SLOW_MODULES = (
     'nets/resnet_v1_test',
     'nets/resnet_v2_test',
     'nets/inception_v3_test',
+)
+
+# Run with --compat-slow / SLIMTRAIN_COMPAT_SLOW=1 (about 3 more minutes;
+# metric_ops takes two).
+SLOW_MODULES = (
     # Beyond the modules slimtrain's code calls: the metrics, losses and
     # remaining layers that ported user code may call.
     'metrics/metric_ops_test',

@@ -5,11 +5,10 @@ each with `core.compat` imported before the module. Every test must pass
 except the expected failures listed in core/COMPAT.md, which must still fail
 (strict), so both a new breakage and a stale entry fail here.
 
-The fast subset (`shipped_tests.FAST_MODULES`) always runs. The other
-required modules (evaluation, prefetch_queue, parallel_reader, layers/layers
-and the resnet/inception nets) and the proof that each expected failure is the
-test file's own (`TEST_FILE_REWRITES`) take several more minutes; they are
-marked slow and run with
+Every required module (`shipped_tests.FAST_MODULES`) always runs. The
+metrics/losses/extra-layer modules beyond that list and the proof that each
+expected failure is the test file's own (`TEST_FILE_REWRITES`) take several
+more minutes; they are marked slow and run with
 
     .venv/bin/python -m pytest tests/compat/test_tf_slim_shipped.py --compat-slow -s
 
