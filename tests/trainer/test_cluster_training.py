@@ -84,7 +84,7 @@ def test_two_workers_with_two_clones_each(tmp_path, data, sync):
 
 def test_async_two_workers_converge_like_single_process(tmp_path, data):
   single_dir, cluster_dir = str(tmp_path / 'single'), str(tmp_path / 'cluster')
-  config = lib.write_pipeline_config(str(tmp_path), data, num_steps=40, learning_rate=0.02,
+  config = lib.write_pipeline_config(str(tmp_path), data, num_steps=100, learning_rate=0.02,
                                      log_every_n_steps=1)
   cluster = cluster_util.local_cluster(num_workers=2, num_ps=1)
   with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
