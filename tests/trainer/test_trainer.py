@@ -193,7 +193,11 @@ def test_gradient_clipping_by_norm_bounds_every_update(tmp_path):
   plain, clipped = _one_step_deltas(tmp_path, gradient_clipping_by_norm=clip)
   assert any(np.linalg.norm(d) > 2 * learning_rate * clip for d in plain.values())
   for name, delta in clipped.items():
-    assert np.linalg.norm(delta) <= learning_rate * clip * (1 + 1e-4), name
+    # The deltas are differences of float32 variables near 1, so each element
+    # carries up to half an ulp of rounding; allow that, nothing more.
+    after = _read(str(tmp_path / 'run1'), name)
+    rounding = np.sqrt(delta.size) * np.spacing(np.abs(after).max().astype(np.float32))
+    assert np.linalg.norm(delta) <= learning_rate * clip + rounding, name
     # Clipping rescales, it does not change the direction.
     cosine = np.sum(delta * plain[name]) / (
         np.linalg.norm(delta) * np.linalg.norm(plain[name]))
