@@ -5,7 +5,8 @@ One process, one model, one input, one thread setting, five ways to train:
   (a) `trainer.trainer.train` — BatchQueue + model_deploy + slim.learning.train
       (Supervisor, summary and checkpoint threads, TrainStepRunner);
   (c) a hand-written `tf.compat.v1.Session` loop over the same BatchQueue input
-      and the same model, loss and optimizer (one `run` of the train op per step);
+      and the same model, loss and optimizer (one `run` of [loss, train op] per
+      step, as tf_cnn_benchmarks fetches it);
   (b) `trainer.estimator.Estimator.train` with a `model_fn` over a tf.data
       input (skipped, and reported missing, when `trainer.estimator` has no
       `Estimator`);
@@ -24,8 +25,14 @@ and (a)/(d).
     python -m benchmarks.overhead --quick          # about 30 s on 2 cores
     python -m benchmarks.overhead                  # small CNN + ResNet-50 (32x32)
     python -m benchmarks.overhead --models=small_cnn --steps=200 --repeats=5
+    python -m benchmarks.overhead --models=small_cnn --profile   # where a gap comes from
+
+`--profile` does not time: it runs every graph variant with full tracing
+(`RunOptions.FULL_TRACE`) and prints, per step, how many graph nodes ran, the
+summed kernel time and the op types one variant runs that its baseline does not.
 """
 
+import collections
 import os
 import sys
 import tempfile
@@ -49,6 +56,8 @@ flags.DEFINE_integer('threads', 2, 'intra- and inter-op threads of every variant
 flags.DEFINE_integer('warmup', 10, 'Untimed warm-up steps per repeat (>= 10).')
 flags.DEFINE_integer('steps', 100, 'Timed steps per repeat (>= 100).')
 flags.DEFINE_integer('repeats', 3, 'Repeats per variant (>= 3).')
+flags.DEFINE_bool('profile', False, 'Trace --steps steps of (a), (c), (b), (c\') instead of '
+                  'timing, and print what each step runs.')
 FLAGS = flags.FLAGS
 
 NUM_CLASSES = 10
@@ -62,6 +71,41 @@ LABELS = {
     'c_data': "(c') Session loop, tf.data",
     'd': '(d) Keras 3 model.fit',
 }
+
+
+class StepTracer(object):
+  """Runs training steps with full tracing; keeps what each step ran."""
+
+  def __init__(self):
+    self.nodes, self.kernel_ms, self.wall_ms = [], [], []
+    self.op_types = collections.Counter()
+    self.graph_ops = 0
+
+  @staticmethod
+  def run_options():
+    return tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+
+  def record(self, graph, run_metadata, wall_secs):
+    """Adds one traced step (op types are kept from the latest step)."""
+    stats = [node for device in run_metadata.step_stats.dev_stats
+             for node in device.node_stats]
+    self.graph_ops = len(graph.get_operations())
+    self.nodes.append(len(stats))
+    self.kernel_ms.append(sum(n.op_end_rel_micros - n.op_start_rel_micros
+                              for n in stats) / 1e3)
+    self.wall_ms.append(1e3 * wall_secs)
+    # timeline_label reads 'node = OpType(inputs)'.
+    self.op_types = collections.Counter(
+        n.timeline_label.split(' = ', 1)[1].split('(', 1)[0]
+        for n in stats if ' = ' in n.timeline_label)
+
+  def run(self, sess, fetches):
+    """sess.run(fetches) traced; returns its result."""
+    metadata = tf.compat.v1.RunMetadata()
+    start = time.perf_counter()
+    result = sess.run(fetches, options=self.run_options(), run_metadata=metadata)
+    self.record(sess.graph, metadata, time.perf_counter() - start)
+    return result
 
 
 class Spec(object):
@@ -124,16 +168,21 @@ def _train_op(model, images, labels):
   return total_loss, train_op
 
 
-def run_trainer(spec):
-  """(a): trainer.train; images/sec from per-step timestamps."""
+def run_trainer(spec, tracer=None):
+  """(a): trainer.train; images/sec from per-step timestamps (or traced steps)."""
   from trainer import trainer  # noqa: PLC0415
   from trainer import training_loop  # noqa: PLC0415
   stamps = []
   base = training_loop.TrainStepRunner
 
   class StampedRunner(base):
-    def __call__(self, *args):
-      result = base.__call__(self, *args)
+    def __call__(self, sess, train_op, global_step, train_step_kwargs):
+      if tracer is not None and len(stamps) >= spec.warmup:
+        # The same fetches as TrainStepRunner's step, traced.
+        loss, _ = tracer.run(sess, [train_op, global_step])
+        stamps.append(time.perf_counter())
+        return loss, len(stamps) >= spec.warmup + spec.steps
+      result = base.__call__(self, sess, train_op, global_step, train_step_kwargs)
       stamps.append(time.perf_counter())
       return result
 
@@ -149,26 +198,34 @@ def run_trainer(spec):
   return bench_util.rate_from_stamps(stamps, spec.warmup, spec.batch_size)
 
 
-def _session_loop(spec, build_inputs):
+def _session_loop(spec, build_inputs, tracer=None):
   """Builds the train op over `build_inputs()` and times a bare Session loop."""
   graph = tf.Graph()
   with graph.as_default():
     images, labels = build_inputs()
-    _, train_op = _train_op(spec.model(), images, labels)
+    # Like tf_cnn_benchmarks, the loop fetches the loss with the train op: every
+    # trainer logs it and checks it for NaN, so it is part of a training step.
+    step_fetches = _train_op(spec.model(), images, labels)
     init = tf.group(tf.compat.v1.global_variables_initializer(),
                     tf.compat.v1.local_variables_initializer())
   with tf.compat.v1.Session(graph=graph, config=spec.session_config()) as sess:
     sess.run(init)
     coord = tf.train.Coordinator()
     threads = tf.compat.v1.train.start_queue_runners(sess=sess, coord=coord)
-    rate = bench_util.timed_steps(sess.make_callable(train_op), spec.warmup, spec.steps)
+    if tracer is None:
+      rate = bench_util.timed_steps(sess.make_callable(step_fetches), spec.warmup, spec.steps)
+    else:
+      rate = bench_util.timed_steps(lambda: sess.run(step_fetches), spec.warmup, 0)
+      for _ in range(spec.steps):
+        tracer.run(sess, step_fetches)
+      rate = 1e3 / bench_util.median(tracer.wall_ms)
     coord.request_stop()
     sess.close()
     coord.join(threads, stop_grace_period_secs=5, ignore_live_threads=True)
   return rate * spec.batch_size
 
 
-def run_session_queue(spec):
+def run_session_queue(spec, tracer=None):
   """(c): Session loop over the same BatchQueue the trainer builds."""
   from core import batcher  # noqa: PLC0415
 
@@ -183,13 +240,14 @@ def run_session_queue(spec):
     images = tf.concat([e[fields.InputDataFields.image] for e in examples], 0)
     labels = tf.stack([e[fields.InputDataFields.label] for e in examples]) - 1
     return images, labels
-  return _session_loop(spec, inputs)
+  return _session_loop(spec, inputs, tracer)
 
 
-def run_session_dataset(spec):
+def run_session_dataset(spec, tracer=None):
   """(c'): Session loop over the tf.data input of (b) and (d)."""
   return _session_loop(
-      spec, lambda: tf.compat.v1.data.make_one_shot_iterator(spec.dataset()).get_next())
+      spec, lambda: tf.compat.v1.data.make_one_shot_iterator(spec.dataset()).get_next(),
+      tracer)
 
 
 def estimator_module():
@@ -201,14 +259,24 @@ def estimator_module():
   return estimator if hasattr(estimator, 'Estimator') else None
 
 
-def run_estimator(spec):
+def run_estimator(spec, tracer=None):
   """(b): Estimator.train over the tf.data input; timed by a SessionRunHook."""
   tfe = estimator_module()
   stamps = []
 
   class StampHook(tf.compat.v1.train.SessionRunHook):
+    def before_run(self, run_context):
+      self._tracing = tracer is not None and len(stamps) >= spec.warmup
+      self._start = time.perf_counter()
+      if self._tracing:
+        return tf.compat.v1.train.SessionRunArgs(None, options=tracer.run_options())
+      return None
+
     def after_run(self, run_context, run_values):
       stamps.append(time.perf_counter())
+      if self._tracing:
+        tracer.record(run_context.session.graph, run_values.run_metadata,
+                      stamps[-1] - self._start)
 
   def model_fn(features, labels, mode):
     loss, train_op = _train_op(spec.model(), features, labels)
@@ -300,6 +368,46 @@ def run_benchmark(spec, repeats, out=sys.stdout):
   return results
 
 
+def _type_difference(tracer, baseline):
+  """'Type xN, ...': op types (with counts) a step of `tracer` ran beyond `baseline`."""
+  extra = tracer.op_types - baseline.op_types
+  return ', '.join('%s x%d' % item for item in sorted(extra.items())) or 'none'
+
+
+def profile_benchmark(spec, out=sys.stdout):
+  """Traces `spec.steps` steps of (a), (c), (b), (c') and prints what each step runs.
+
+  Returns:
+    dict {variant: StepTracer}.
+  """
+  runs = {'a': run_trainer, 'c': run_session_queue, 'c_data': run_session_dataset}
+  if estimator_module() is not None:
+    runs['b'] = run_estimator
+  tracers = {}
+  for name, run in runs.items():
+    tracers[name] = StepTracer()
+    run(spec, tracers[name])
+  print('\n%s, %d traced steps per variant (after %d warm-up steps)'
+        % (spec.net, spec.steps, spec.warmup), file=out)
+  print('| variant | graph ops | nodes run / step | kernel ms / step | wall ms / step |',
+        file=out)
+  print('| --- | ---: | ---: | ---: | ---: |', file=out)
+  median = bench_util.median
+  for name in ('a', 'c', 'b', 'c_data'):
+    if name in tracers:
+      tracer = tracers[name]
+      print('| %s | %d | %d | %.1f | %.1f |' % (
+          LABELS[name], tracer.graph_ops, median(tracer.nodes), median(tracer.kernel_ms),
+          median(tracer.wall_ms)), file=out)
+  print('op types run per step by (a) beyond (c): %s'
+        % _type_difference(tracers['a'], tracers['c']), file=out)
+  if 'b' in tracers:
+    print("op types run per step by (b) beyond (c'): %s"
+          % _type_difference(tracers['b'], tracers['c_data']), file=out)
+  out.flush()
+  return tracers
+
+
 def main(argv):
   del argv
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
@@ -319,7 +427,11 @@ def main(argv):
     batch = FLAGS.resnet_batch_size if net.startswith('resnet') else FLAGS.batch_size
     if FLAGS.quick:
       batch = 8
-    run_benchmark(Spec(net, image_size, batch, FLAGS.threads, warmup, steps), repeats)
+    spec = Spec(net, image_size, batch, FLAGS.threads, warmup, steps)
+    if FLAGS.profile:
+      profile_benchmark(spec)
+    else:
+      run_benchmark(spec, repeats)
 
 
 if __name__ == '__main__':

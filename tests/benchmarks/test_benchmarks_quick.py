@@ -14,12 +14,12 @@ import pytest
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _run_quick(module, timeout=300):
+def _run_quick(module, *extra_args, timeout=300):
   """Runs `python -m module --quick`; returns its stdout (fails on a non-zero exit)."""
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='')
   env['PYTHONPATH'] = os.pathsep.join(
       [REPO_ROOT] + [p for p in [os.environ.get('PYTHONPATH')] if p])
-  result = subprocess.run([sys.executable, '-m', module, '--quick'], cwd=REPO_ROOT, env=env,
+  result = subprocess.run([sys.executable, '-m', module, '--quick', *extra_args], cwd=REPO_ROOT, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           timeout=timeout, check=False)
   assert result.returncode == 0, '%s --quick failed:\n%s\n%s' % (
@@ -38,6 +38,17 @@ def _run_quick(module, timeout=300):
 def test_quick_mode_completes_and_prints_a_ratio(module):
   stdout = _run_quick(module)
   assert 'ratio' in stdout, stdout[-3000:]
+
+
+@pytest.mark.slow
+def test_overhead_profile_traces_every_graph_variant():
+  stdout = _run_quick('benchmarks.overhead', '--profile')
+  for label in ('(a) trainer.train', '(c) Session loop, BatchQueue', '(b) Estimator.train',
+                "(c') Session loop, tf.data"):
+    assert label in stdout, stdout[-3000:]
+  assert 'op types run per step by (a) beyond (c):' in stdout, stdout[-3000:]
+  # (a) checks the loss for NaN every step; the bare loop does not.
+  assert 'CheckNumerics x1' in stdout, stdout[-3000:]
 
 
 @pytest.mark.parametrize('module', [

@@ -193,11 +193,12 @@ def test_gradient_clipping_by_norm_bounds_every_update(tmp_path):
   plain, clipped = _one_step_deltas(tmp_path, gradient_clipping_by_norm=clip)
   assert any(np.linalg.norm(d) > 2 * learning_rate * clip for d in plain.values())
   for name, delta in clipped.items():
-    # The deltas are differences of float32 variables near 1, so each element
-    # carries up to half an ulp of rounding; allow that, nothing more.
+    # The deltas are differences of float32 variables, so each element carries
+    # up to an ulp of the variable's magnitude, and the float32 update itself a
+    # few ulps of the bound; allow that, nothing more.
     after = _read(str(tmp_path / 'run1'), name)
     rounding = np.sqrt(delta.size) * np.spacing(np.abs(after).max().astype(np.float32))
-    assert np.linalg.norm(delta) <= learning_rate * clip + rounding, name
+    assert np.linalg.norm(delta) <= learning_rate * clip * (1 + 1e-5) + rounding, name
     # Clipping rescales, it does not change the direction.
     cosine = np.sum(delta * plain[name]) / (
         np.linalg.norm(delta) * np.linalg.norm(plain[name]))
