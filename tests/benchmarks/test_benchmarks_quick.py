@@ -19,9 +19,9 @@ def _run_quick(module, *extra_args, timeout=300):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='')
   env['PYTHONPATH'] = os.pathsep.join(
       [REPO_ROOT] + [p for p in [os.environ.get('PYTHONPATH')] if p])
-  result = subprocess.run([sys.executable, '-m', module, '--quick', *extra_args], cwd=REPO_ROOT, env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          timeout=timeout, check=False)
+  result = subprocess.run([sys.executable, '-m', module, '--quick', *extra_args],
+                          cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=timeout, check=False)
   assert result.returncode == 0, '%s --quick failed:\n%s\n%s' % (
       module, result.stdout[-3000:], result.stderr[-5000:])
   return result.stdout
