@@ -64,6 +64,16 @@ MAP_75 = _PREFIX + 'Precision/mAP@.75IOU'
 PER_CATEGORY_PREFIX = _PREFIX + 'PerformanceByCategory/mAP/'
 
 
+def to_absolute(boxes, image_shape):
+  """[N, 4] normalized yxyx boxes -> pixels of an image of `image_shape` (float64).
+
+  COCO's area ranges (small/medium/large) are in pixels, so both evaluators
+  scale their normalized boxes with this before adding them.
+  """
+  height, width = image_shape[:2]
+  return np.asarray(boxes, np.float64).reshape([-1, 4]) * [height, width, height, width]
+
+
 def _to_xywh(boxes):
   """[N, 4] yxyx -> [N, 4] COCO xywh (float64)."""
   boxes = np.asarray(boxes, np.float64).reshape([-1, 4])

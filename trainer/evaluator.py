@@ -208,11 +208,6 @@ def resolve_checkpoint(checkpoint_path_or_dir):
 # Running one evaluation ----------------------------------------------------------------------
 
 
-def _to_absolute(boxes, image_shape):
-  height, width = image_shape[:2]
-  return np.asarray(boxes, np.float64).reshape([-1, 4]) * [height, width, height, width]
-
-
 class _DetectionMetrics:
   """Feeds per-image results to the COCO evaluator; keeps visualizations."""
 
@@ -232,11 +227,12 @@ class _DetectionMetrics:
     if has_groundtruth:
       gt = {key: result[key] for key in (_INPUT.groundtruth_classes, _INPUT.groundtruth_is_crowd,
                                          _INPUT.groundtruth_area) if key in result}
-      gt[_INPUT.groundtruth_boxes] = _to_absolute(result[_INPUT.groundtruth_boxes],
-                                                  result['image'].shape)
+      gt[_INPUT.groundtruth_boxes] = coco_evaluation.to_absolute(
+          result[_INPUT.groundtruth_boxes], result['image'].shape)
       self._coco.add_single_ground_truth_image_info(index, gt)
       self._coco.add_single_detected_image_info(index, {
-          _DETECTION.detection_boxes: _to_absolute(boxes, result['image'].shape),
+          _DETECTION.detection_boxes: coco_evaluation.to_absolute(boxes,
+                                                                  result['image'].shape),
           _DETECTION.detection_scores: scores,
           _DETECTION.detection_classes: classes})
     if len(self.images) < config.num_visualizations:

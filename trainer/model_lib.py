@@ -134,16 +134,16 @@ class CocoDetectionMetrics:
                 num_det, image_shapes):
     """Adds one batch (numpy; normalized boxes, 1-based classes); returns 0."""
     for i in range(len(num_gt)):
-      height, width = [float(v) for v in image_shapes[i][:2]]
-      scale = np.array([height, width, height, width], np.float64)
       n_gt, n_det = int(num_gt[i]), int(num_det[i])
       image_id = self._next_image_id
       self._next_image_id += 1
       self._evaluator.add_single_ground_truth_image_info(image_id, {
-          _INPUT.groundtruth_boxes: gt_boxes[i][:n_gt] * scale,
+          _INPUT.groundtruth_boxes: coco_evaluation.to_absolute(gt_boxes[i][:n_gt],
+                                                                image_shapes[i]),
           _INPUT.groundtruth_classes: gt_classes[i][:n_gt]})
       self._evaluator.add_single_detected_image_info(image_id, {
-          _DETECTION.detection_boxes: det_boxes[i][:n_det] * scale,
+          _DETECTION.detection_boxes: coco_evaluation.to_absolute(det_boxes[i][:n_det],
+                                                                  image_shapes[i]),
           _DETECTION.detection_scores: det_scores[i][:n_det],
           _DETECTION.detection_classes: det_classes[i][:n_det]})
     return np.int32(0)
