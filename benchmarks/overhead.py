@@ -215,7 +215,8 @@ def _session_loop(spec, build_inputs, tracer=None):
     if tracer is None:
       rate = bench_util.timed_steps(sess.make_callable(step_fetches), spec.warmup, spec.steps)
     else:
-      rate = bench_util.timed_steps(lambda: sess.run(step_fetches), spec.warmup, 0)
+      for _ in range(spec.warmup):
+        sess.run(step_fetches)
       for _ in range(spec.steps):
         tracer.run(sess, step_fetches)
       rate = 1e3 / bench_util.median(tracer.wall_ms)
