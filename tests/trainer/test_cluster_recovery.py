@@ -39,6 +39,14 @@ def _restores_completely(train_dir):
   return int(reader.get_tensor('global_step'))
 
 
+def _train_to(group, name, config, train_dir, target):
+  """Starts a chief training in `train_dir` up to step `target`; waits for exit 0."""
+  process = group.start(name, None, module=lib.MODULE,
+                        args=lib.train_args(config, train_dir, '--num_train_steps=%d' % target))
+  assert group.wait(process, timeout=_EXIT_SECS) == 0, group.logs()
+  return process
+
+
 def _restored_step(process):
   """The step of the checkpoint a (re)started chief restored, or None."""
   match = re.search(r'Restoring parameters from \S*model\.ckpt-(\d+)', process.output())
@@ -102,10 +110,7 @@ def test_sigterm_checkpoints_the_current_step_and_restart_resumes_there(tmp_path
     assert lib.latest_checkpoint_step(train_dir) == preempted_at
 
     target = preempted_at + 10
-    resumed = group.start('chief_resumed', None, module=lib.MODULE,
-                          args=lib.train_args(config, train_dir,
-                                              '--num_train_steps=%d' % target))
-    assert group.wait(resumed, timeout=_EXIT_SECS) == 0, group.logs()
+    resumed = _train_to(group, 'chief_resumed', config, train_dir, target)
   assert _restored_step(resumed) == preempted_at
   assert min(s for s, _ in lib.progress(resumed)) > preempted_at
   assert _restores_completely(train_dir) == target
@@ -129,10 +134,7 @@ def test_chief_killed_restores_the_latest_complete_checkpoint(tmp_path, data):
         latest + '.data-00000-of-00001')
 
     target = latest_step + 10
-    restarted = group.start('chief_restarted', None, module=lib.MODULE,
-                            args=lib.train_args(config, train_dir,
-                                                '--num_train_steps=%d' % target))
-    assert group.wait(restarted, timeout=_EXIT_SECS) == 0, group.logs()
+    restarted = _train_to(group, 'chief_restarted', config, train_dir, target)
   assert _restored_step(restarted) == latest_step
   assert _restores_completely(train_dir) == target
 
