@@ -62,6 +62,18 @@ def _str(tensor):
   return tf.strings.format('{}', tensor, summarize=-1)
 
 
+def _image_features():
+  """The parse spec of the image fields both record layouts share."""
+  string = tf.io.FixedLenFeature((), tf.string, default_value='')
+  return {
+      _KEYS.image_encoded: string,
+      _KEYS.image_format: tf.io.FixedLenFeature((), tf.string, default_value='jpeg'),
+      _KEYS.filename: string,
+      _KEYS.source_id: string,
+      KEY_SHA256: string,
+  }
+
+
 def decode_image(encoded):
   """Decodes JPEG or PNG bytes to uint8 [H, W, 3]; empty bytes give [0, 0, 3].
 
@@ -202,13 +214,8 @@ class TfExampleDecoder(_ExampleDecoder):
     self._num_keypoints = num_keypoints
     self._labels = _LabelMapLookup(label_map_proto_file, use_display_name)
 
-    string = tf.io.FixedLenFeature((), tf.string, default_value='')
-    keys_to_features = {
-        _KEYS.image_encoded: string,
-        _KEYS.image_format: tf.io.FixedLenFeature((), tf.string, default_value='jpeg'),
-        _KEYS.filename: string,
-        _KEYS.source_id: string,
-        KEY_SHA256: string,
+    keys_to_features = _image_features()
+    keys_to_features.update({
         _KEYS.height: tf.io.FixedLenFeature((), tf.int64, default_value=0),
         _KEYS.width: tf.io.FixedLenFeature((), tf.int64, default_value=0),
         _KEYS.object_bbox_ymin: tf.io.VarLenFeature(tf.float32),
@@ -222,7 +229,7 @@ class TfExampleDecoder(_ExampleDecoder):
         _KEYS.object_is_crowd: tf.io.VarLenFeature(tf.int64),
         _KEYS.object_group_of: tf.io.VarLenFeature(tf.int64),
         OBJECT_AREA: tf.io.VarLenFeature(tf.float32),
-    }
+    })
     if load_instance_masks:
       keys_to_features[OBJECT_MASK] = tf.io.VarLenFeature(
           tf.string if self._png_masks else tf.float32)
@@ -402,16 +409,11 @@ class TfClassificationExampleDecoder(_ExampleDecoder):
       use_display_name: map texts by `display_name` instead of `name`.
     """
     self._labels = _LabelMapLookup(label_map_proto_file, use_display_name)
-    string = tf.io.FixedLenFeature((), tf.string, default_value='')
-    keys_to_features = {
-        _KEYS.image_encoded: string,
-        _KEYS.image_format: tf.io.FixedLenFeature((), tf.string, default_value='jpeg'),
-        _KEYS.filename: string,
-        _KEYS.source_id: string,
-        KEY_SHA256: string,
-        _KEYS.image_class_label: tf.io.FixedLenFeature((), tf.int64, default_value=-1),
-        _KEYS.image_class_text: tf.io.FixedLenFeature((), tf.string, default_value=''),
-    }
+    keys_to_features = _image_features()
+    keys_to_features[_KEYS.image_class_label] = tf.io.FixedLenFeature(
+        (), tf.int64, default_value=-1)
+    keys_to_features[_KEYS.image_class_text] = tf.io.FixedLenFeature(
+        (), tf.string, default_value='')
     self._init_decoder(keys_to_features)
 
   def decode(self, tf_example_string_tensor):

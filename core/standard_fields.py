@@ -11,6 +11,10 @@ Boxes are always normalized `[ymin, xmin, ymax, xmax]` in [0, 1]; class ids in
 records start at 1 (0 is the background class).
 """
 
+# Class ids in records and label maps start at 1, a model's class indices at
+# 0: subtract this from groundtruth going in, add it to predictions coming out.
+LABEL_ID_OFFSET = 1
+
 
 class InputDataFields:
   """Keys of a decoded example's tensor_dict (input to augmentation)."""

@@ -31,13 +31,17 @@ a SavedModel directory or its `variables/variables` prefix; see
 `resolve_checkpoint_path`.
 """
 
-import os
 import re
 
 from absl import logging
 import tensorflow as tf
 from tensorflow.python.framework import indexed_slices
 from tensorflow.python.ops import variables as tf_variables
+
+from core import checkpoints
+
+# Kept here too: fine-tuning code and configs have always found it in this module.
+resolve_checkpoint_path = checkpoints.resolve_checkpoint_path
 
 
 def filter_variables(variables, filter_regex_list, invert=False):
@@ -155,48 +159,6 @@ def freeze_gradients_matching_regex(grads_and_vars, regex_list):
   return [(g, v) for g, v in grads_and_vars if v.ref() not in frozen_refs]
 
 
-def resolve_checkpoint_path(path):
-  """Turns a checkpoint prefix, directory or SavedModel path into a prefix.
-
-  Accepted, in this order:
-    * a directory with a `checkpoint` state file: its latest checkpoint;
-    * a SavedModel directory (with `variables/variables.index`);
-    * a checkpoint prefix (V2 with `<prefix>.index`, or a V1 file), e.g.
-      `model.ckpt-1000` or `<saved_model>/variables/variables`.
-
-  Args:
-    path: the path as configured (e.g. `fine_tune_checkpoint`).
-
-  Returns:
-    A checkpoint prefix that `tf.compat.v1.train.Saver.restore` accepts.
-
-  Raises:
-    ValueError: if `path` is empty or nothing readable is found there; the
-      message names `path`.
-  """
-  if not path:
-    raise ValueError('Checkpoint path is empty.')
-  gfile = tf.io.gfile
-  if gfile.isdir(path):
-    latest = tf.train.latest_checkpoint(path)
-    if latest:
-      return latest
-    saved_model_variables = os.path.join(path, 'variables', 'variables')
-    if gfile.exists(saved_model_variables + '.index'):
-      return saved_model_variables
-    raise ValueError(
-        'No checkpoint found in directory %s: it has no "checkpoint" state '
-        'file pointing at a checkpoint and no SavedModel variables/variables.'
-        % path)
-  if gfile.exists(path + '.index') or (gfile.exists(path) and
-                                       not gfile.isdir(path)):
-    return path
-  raise ValueError(
-      'No checkpoint found at %s: expected a checkpoint prefix (with a .index '
-      'file), a directory with a "checkpoint" state file, or a SavedModel '
-      '(directory or its variables/variables prefix).' % path)
-
-
 def variables_to_checkpoint_names(variables):
   """Maps each variable to the name a Saver stores it under.
 
@@ -216,13 +178,30 @@ def variables_to_checkpoint_names(variables):
   for var in variables:
     if isinstance(var, tf_variables.PartitionedVariable):
       names[var.name] = list(var)
-      continue
-    slice_info = getattr(var, '_save_slice_info', None)
-    if slice_info:
-      names.setdefault(slice_info.full_name, []).append(var)
+    elif getattr(var, '_save_slice_info', None):
+      names.setdefault(checkpoint_name(var), []).append(var)
     else:
-      names[var.op.name] = var
+      names[checkpoint_name(var)] = var
   return names
+
+
+def checkpoint_name(variable):
+  """The name a Saver stores `variable` under.
+
+  Args:
+    variable: a variable, one partition of a partitioned variable, a
+      `PartitionedVariable`, or a list of partitions.
+
+  Returns:
+    The op name of a plain variable; the full name (`'w'` for `'w/part_0'`)
+    of a partitioned one or of any of its partitions.
+  """
+  return _checkpoint_name_and_shape(variable)[0]
+
+
+def checkpoint_shape(variable):
+  """The shape `variable` has in a checkpoint (the full shape for a partition)."""
+  return _checkpoint_name_and_shape(variable)[1]
 
 
 def _checkpoint_name_and_shape(variable):
@@ -230,8 +209,7 @@ def _checkpoint_name_and_shape(variable):
   if isinstance(variable, tf_variables.PartitionedVariable):
     return variable.name, variable.get_shape().as_list()
   if isinstance(variable, (list, tuple)):
-    slice_info = variable[0]._save_slice_info  # pylint: disable=protected-access
-    return slice_info.full_name, list(slice_info.full_shape)
+    variable = variable[0]
   slice_info = getattr(variable, '_save_slice_info', None)
   if slice_info:
     return slice_info.full_name, list(slice_info.full_shape)
@@ -267,7 +245,7 @@ def get_variables_available_in_checkpoint(variables, checkpoint_path,
     entries = sorted(variable_names_map.items())
   elif isinstance(variables, (list, tuple)):
     entries = sorted(
-        ((_checkpoint_name_and_shape(v)[0], v) for v in variables),
+        ((checkpoint_name(v), v) for v in variables),
         key=lambda entry: entry[0])
   else:
     raise ValueError('`variables` is expected to be a list or dict, got %s.' %
@@ -285,7 +263,7 @@ def get_variables_available_in_checkpoint(variables, checkpoint_path,
       logging.warning('Variable [%s] is not available in checkpoint %s',
                       name, checkpoint_path)
       continue
-    shape = _checkpoint_name_and_shape(variable)[1]
+    shape = checkpoint_shape(variable)
     if list(ckpt_vars_to_shape_map[name]) != shape:
       logging.warning(
           'Variable [%s] is available in checkpoint %s, but has an '

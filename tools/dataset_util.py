@@ -40,6 +40,18 @@ def bytes_list_feature(values):
       value=[v.encode('utf-8') if isinstance(v, str) else v for v in values]))
 
 
+def _image_feature(encoded, image_format, height, width, filename, source_id):
+  """The feature map of the image fields both record layouts share."""
+  return {
+      _KEYS.image_encoded: bytes_list_feature([encoded]),
+      _KEYS.image_format: bytes_list_feature([image_format]),
+      _KEYS.height: int64_list_feature([height]),
+      _KEYS.width: int64_list_feature([width]),
+      _KEYS.filename: bytes_list_feature([filename]),
+      _KEYS.source_id: bytes_list_feature([source_id]),
+  }
+
+
 def detection_example(encoded, image_format, height, width, boxes, class_ids, class_texts=None,
                       filename='', source_id='', difficult=None, is_crowd=None, area=None):
   """Builds an OD-API-layout detection tf.Example.
@@ -62,20 +74,15 @@ def detection_example(encoded, image_format, height, width, boxes, class_ids, cl
     a tf.train.Example.
   """
   boxes = np.asarray(boxes, np.float32).reshape([-1, 4])
-  feature = {
-      _KEYS.image_encoded: bytes_list_feature([encoded]),
-      _KEYS.image_format: bytes_list_feature([image_format]),
-      _KEYS.height: int64_list_feature([height]),
-      _KEYS.width: int64_list_feature([width]),
-      _KEYS.filename: bytes_list_feature([filename]),
-      _KEYS.source_id: bytes_list_feature([source_id]),
+  feature = _image_feature(encoded, image_format, height, width, filename, source_id)
+  feature.update({
       'image/key/sha256': bytes_list_feature([hashlib.sha256(encoded).hexdigest()]),
       _KEYS.object_bbox_ymin: float_list_feature(boxes[:, 0]),
       _KEYS.object_bbox_xmin: float_list_feature(boxes[:, 1]),
       _KEYS.object_bbox_ymax: float_list_feature(boxes[:, 2]),
       _KEYS.object_bbox_xmax: float_list_feature(boxes[:, 3]),
       _KEYS.object_class_label: int64_list_feature(class_ids),
-  }
+  })
   if class_texts is not None:
     feature[_KEYS.object_class_text] = bytes_list_feature(class_texts)
   if difficult is not None:
@@ -90,15 +97,8 @@ def detection_example(encoded, image_format, height, width, boxes, class_ids, cl
 def classification_example(encoded, image_format, height, width, label, text=None,
                            filename='', source_id=''):
   """Builds a classification tf.Example (`image/class/label`)."""
-  feature = {
-      _KEYS.image_encoded: bytes_list_feature([encoded]),
-      _KEYS.image_format: bytes_list_feature([image_format]),
-      _KEYS.height: int64_list_feature([height]),
-      _KEYS.width: int64_list_feature([width]),
-      _KEYS.filename: bytes_list_feature([filename]),
-      _KEYS.source_id: bytes_list_feature([source_id]),
-      _KEYS.image_class_label: int64_list_feature([label]),
-  }
+  feature = _image_feature(encoded, image_format, height, width, filename, source_id)
+  feature[_KEYS.image_class_label] = int64_list_feature([label])
   if text is not None:
     feature[_KEYS.image_class_text] = bytes_list_feature([text])
   return tf.train.Example(features=tf.train.Features(feature=feature))

@@ -43,7 +43,6 @@ is logged:
 
 import collections
 import os
-import re
 
 from absl import logging
 import numpy as np
@@ -51,25 +50,24 @@ import tensorflow as tf
 
 from builders import model_builder
 from builders import input_reader_builder
-from builders import optimizer_builder
+from core import checkpoints
 from core import coco_evaluation
 from core import label_map_util
 from core import model as model_lib
+from core import moving_averages
 from core import standard_fields as fields
 from trainer import eval_images
 
 _INPUT = fields.InputDataFields
 _DETECTION = fields.DetectionResultFields
 
-# Class ids in records start at 1; models predict 0-based classes.
-_LABEL_ID_OFFSET = 1
 
 VISUALIZATION_TAG = 'Detections_Left_Groundtruth_Right'
 
 # Why continuous evaluation ended (EvalResult.stop_reason).
 STOP_FINAL_CHECKPOINT = 'final_checkpoint'
 STOP_MAX_EVALS = 'max_evals'
-STOP_TIMEOUT = 'timeout'
+STOP_TIMEOUT = checkpoints.STOP_TIMEOUT
 STOP_RUN_ONCE = 'run_once'
 
 EvalResult = collections.namedtuple(
@@ -107,7 +105,7 @@ def _detection_fetches(model, tensor_dict, ignore_groundtruth):
     if optional in tensor_dict:
       fetches[optional] = tensor_dict[optional]
   model.provide_groundtruth(
-      [boxes], [tf.one_hot(classes - _LABEL_ID_OFFSET, model.num_classes, dtype=tf.float32)])
+      [boxes], [tf.one_hot(classes - fields.LABEL_ID_OFFSET, model.num_classes, dtype=tf.float32)])
   fetches['losses'] = dict(model.loss(prediction_dict, true_image_shapes))
   return fetches
 
@@ -121,7 +119,7 @@ def _classification_fetches(model, tensor_dict, ignore_groundtruth):
   fetches = {'logits': prediction_dict[fields.ClassificationResultFields.logits]}
   if ignore_groundtruth:
     return fetches
-  label = tf.reshape(tf.cast(tensor_dict[_INPUT.label], tf.int32), [1]) - _LABEL_ID_OFFSET
+  label = tf.reshape(tf.cast(tensor_dict[_INPUT.label], tf.int32), [1]) - fields.LABEL_ID_OFFSET
   fetches['label'] = label
   model.provide_groundtruth(label)
   fetches['losses'] = dict(model.loss(prediction_dict, true_image_shapes))
@@ -158,13 +156,9 @@ def build_eval_graph(create_input_dict_fn, create_model_fn, ignore_groundtruth=F
 # Restoring checkpoints -----------------------------------------------------------------------
 
 
-def checkpoint_step(checkpoint_path):
-  """The global step saved in a checkpoint (or its `-N` suffix), else 0."""
-  reader = tf.compat.v1.train.NewCheckpointReader(checkpoint_path)
-  if reader.has_tensor('global_step'):
-    return int(reader.get_tensor('global_step'))
-  match = re.search(r'-(\d+)$', checkpoint_path)
-  return int(match.group(1)) if match else 0
+# Kept as public names of this module (the demo and users call them from here).
+checkpoint_step = checkpoints.checkpoint_step
+resolve_checkpoint = checkpoints.resolve_checkpoint_path
 
 
 def _restore_saver(checkpoint_path, use_moving_averages):
@@ -175,7 +169,7 @@ def _restore_saver(checkpoint_path, use_moving_averages):
   """
   variables = tf.compat.v1.global_variables()
   if use_moving_averages:
-    var_list = optimizer_builder.moving_average_restore_map(variables, checkpoint_path)
+    var_list = moving_averages.moving_average_restore_map(variables, checkpoint_path)
   else:
     var_list = {v.op.name: v for v in variables}
   reader = tf.compat.v1.train.NewCheckpointReader(checkpoint_path)
@@ -185,24 +179,6 @@ def _restore_saver(checkpoint_path, use_moving_averages):
                      'was it trained with this pipeline config?' %
                      (checkpoint_path, len(missing), ', '.join(missing[:5])))
   return tf.compat.v1.train.Saver(var_list)
-
-
-def resolve_checkpoint(checkpoint_path_or_dir):
-  """Returns the checkpoint prefix a path names: itself or a directory's latest.
-
-  Raises:
-    ValueError: if the path is neither a checkpoint prefix nor a directory
-      holding one.
-  """
-  if tf.io.gfile.exists(checkpoint_path_or_dir + '.index'):
-    return checkpoint_path_or_dir
-  if tf.io.gfile.isdir(checkpoint_path_or_dir):
-    latest = tf.train.latest_checkpoint(checkpoint_path_or_dir)
-    if latest:
-      return latest
-    raise ValueError('no checkpoint in directory %s' % checkpoint_path_or_dir)
-  raise ValueError('checkpoint not found: %s is neither a checkpoint prefix nor a directory'
-                   % checkpoint_path_or_dir)
 
 
 # Running one evaluation ----------------------------------------------------------------------
@@ -222,7 +198,7 @@ class _DetectionMetrics:
     num = int(result[_DETECTION.num_detections])
     boxes = result[_DETECTION.detection_boxes][:num]
     scores = result[_DETECTION.detection_scores][:num]
-    classes = result[_DETECTION.detection_classes][:num].astype(np.int64) + _LABEL_ID_OFFSET
+    classes = result[_DETECTION.detection_classes][:num].astype(np.int64) + fields.LABEL_ID_OFFSET
     has_groundtruth = _INPUT.groundtruth_boxes in result
     if has_groundtruth:
       gt = {key: result[key] for key in (_INPUT.groundtruth_classes, _INPUT.groundtruth_is_crowd,
@@ -399,23 +375,22 @@ def _evaluation_loop(eval_graph, eval_config, categories, checkpoint_dir, writer
     metrics, step = one(path)
     return EvalResult(metrics, step, path, 1, STOP_RUN_ONCE)
 
-  metrics, step, path, count = {}, None, None, 0
-  iterator = tf.compat.v1.train.checkpoints_iterator(
-      checkpoint_dir, min_interval_secs=eval_config.eval_interval_secs,
-      timeout=eval_timeout or None)
-  for path in iterator:
-    metrics, step = one(path)
-    count += 1
+  def stop_reason(unused_path, metrics_and_step, count):
+    step = metrics_and_step[1]
     if num_steps and step >= num_steps:
       logging.info('evaluated the final checkpoint (step %d >= num_steps %d); stopping',
                    step, num_steps)
-      return EvalResult(metrics, step, path, count, STOP_FINAL_CHECKPOINT)
+      return STOP_FINAL_CHECKPOINT
     if eval_config.max_evals and count >= eval_config.max_evals:
       logging.info('evaluated max_evals=%d checkpoints; stopping', eval_config.max_evals)
-      return EvalResult(metrics, step, path, count, STOP_MAX_EVALS)
-  logging.warning('no new checkpoint in %s for %s seconds (eval_timeout); stopping after '
-                  '%d evaluations', checkpoint_dir, eval_timeout, count)
-  return EvalResult(metrics, step, path, count, STOP_TIMEOUT)
+      return STOP_MAX_EVALS
+    return None
+
+  outcome = checkpoints.follow_checkpoints(
+      checkpoint_dir, one, min_interval_secs=eval_config.eval_interval_secs,
+      timeout=eval_timeout, stop_fn=stop_reason)
+  metrics, step = outcome.result or ({}, None)
+  return EvalResult(metrics, step, outcome.checkpoint_path, outcome.count, outcome.stop_reason)
 
 
 def evaluate(create_input_dict_fn, create_model_fn, eval_config, categories, checkpoint_dir,
@@ -494,9 +469,8 @@ def evaluate_from_configs(configs, checkpoint_dir, eval_dir, run_once=False, eva
 
   eval_config = type(configs['eval_config'])()
   eval_config.CopyFrom(configs['eval_config'])
-  # A model trained with moving averages is evaluated (and exported) with them.
-  if configs['train_config'].optimizer.use_moving_average:
-    eval_config.use_moving_averages = True
+  eval_config.use_moving_averages = moving_averages.uses_moving_averages(
+      configs['train_config'], eval_config)
   result = evaluate_with_result(
       create_input_dict_fn, create_model_fn, eval_config,
       categories_from_configs(configs), checkpoint_dir, eval_dir,

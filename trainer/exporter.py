@@ -51,10 +51,10 @@ from absl import logging
 import tensorflow as tf
 
 from builders import model_builder
-from builders import optimizer_builder
 from core import config_util
 from core import data_decoders
 from core import model as model_lib
+from core import moving_averages
 from core import standard_fields as fields
 from core import variables_helper
 from protos import pipeline_pb2
@@ -64,8 +64,6 @@ SIGNATURE_NAME = tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY
 INPUTS_KEY = 'inputs'
 SAVED_MODEL_DIR = 'saved_model'
 INFERENCE_GRAPH_NAME = 'inference_graph.pbtxt'
-# Models predict 0-based classes; label maps (and the OD API's exports) are 1-based.
-_LABEL_ID_OFFSET = 1
 _DETECTION_OUTPUTS = (
     fields.DetectionResultFields.detection_boxes,
     fields.DetectionResultFields.detection_scores,
@@ -149,7 +147,7 @@ def build_outputs(model, images):
   predictions = model.predict(preprocessed, true_image_shapes)
   results = model.postprocess(predictions, true_image_shapes)
   if isinstance(model, model_lib.ClassificationModel):
-    classes = results[fields.ClassificationResultFields.classes] + _LABEL_ID_OFFSET
+    classes = results[fields.ClassificationResultFields.classes] + fields.LABEL_ID_OFFSET
     outputs = {
         fields.ClassificationResultFields.classes: classes,
         fields.ClassificationResultFields.probabilities:
@@ -158,15 +156,15 @@ def build_outputs(model, images):
   else:
     outputs = {name: results[name] for name in _DETECTION_OUTPUTS if name in results}
     classes = fields.DetectionResultFields.detection_classes
-    outputs[classes] = tf.cast(outputs[classes], tf.float32) + _LABEL_ID_OFFSET
+    outputs[classes] = tf.cast(outputs[classes], tf.float32) + fields.LABEL_ID_OFFSET
   # Fixed node names, as the OD API's add_output_tensor_nodes gives them.
   return {name: tf.identity(tensor, name=name) for name, tensor in outputs.items()}
 
 
 def uses_moving_averages(pipeline_config):
   """Whether the export should read the moving averages of the weights."""
-  return bool(pipeline_config.train_config.optimizer.use_moving_average or
-              pipeline_config.eval_config.use_moving_averages)
+  return moving_averages.uses_moving_averages(pipeline_config.train_config,
+                                             pipeline_config.eval_config)
 
 
 def build_restore_saver(pipeline_config, checkpoint_path):
@@ -174,7 +172,7 @@ def build_restore_saver(pipeline_config, checkpoint_path):
 
   With moving averages configured, each trainable variable is restored from
   its `<name>/ExponentialMovingAverage` entry (see
-  builders.optimizer_builder.moving_average_restore_map).
+  core.moving_averages.moving_average_restore_map).
 
   Args:
     pipeline_config: a TrainEvalPipelineConfig.
@@ -186,7 +184,7 @@ def build_restore_saver(pipeline_config, checkpoint_path):
   variables = tf.compat.v1.global_variables()
   if not uses_moving_averages(pipeline_config):
     return tf.compat.v1.train.Saver(variables)
-  var_map = optimizer_builder.moving_average_restore_map(variables, checkpoint_path)
+  var_map = moving_averages.moving_average_restore_map(variables, checkpoint_path)
   num_averaged = sum(1 for name in var_map if name.endswith('/ExponentialMovingAverage'))
   if not num_averaged:
     logging.warning('use_moving_average is set but %s has no moving averages; exporting '

@@ -56,7 +56,6 @@ input type is a parameter of `create_predict_input_fn` (default
 """
 
 import copy
-import os
 import time
 
 import numpy as np
@@ -67,9 +66,11 @@ from builders import input_reader_builder
 from builders import model_builder
 from builders import optimizer_builder
 from builders import preprocessor_builder
+from core import checkpoints
 from core import coco_evaluation
 from core import config_util
 from core import model as core_model
+from core import moving_averages
 from core import preprocessor
 from core import standard_fields as fields
 from trainer import estimator as tfe
@@ -80,8 +81,6 @@ from trainer.estimator.hparams import HParams
 
 _INPUT = fields.InputDataFields
 _DETECTION = fields.DetectionResultFields
-# Models predict 0-based classes; label maps and exports are 1-based.
-_LABEL_ID_OFFSET = 1
 _SERVING_KEY = tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY
 _FEATURE_KEYS = (_INPUT.image, _INPUT.true_image_shape, _INPUT.original_image_spatial_shape,
                  _INPUT.key)
@@ -167,8 +166,9 @@ class CocoDetectionMetrics:
       detections: the model's postprocess output (0-based classes).
     """
     gt_classes = tf.argmax(labels[_INPUT.groundtruth_classes], axis=-1,
-                           output_type=tf.int32) + _LABEL_ID_OFFSET
-    det_classes = tf.cast(detections[_DETECTION.detection_classes], tf.int32) + _LABEL_ID_OFFSET
+                           output_type=tf.int32) + fields.LABEL_ID_OFFSET
+    det_classes = (tf.cast(detections[_DETECTION.detection_classes], tf.int32) +
+                   fields.LABEL_ID_OFFSET)
     image_shapes = features.get(_INPUT.original_image_spatial_shape,
                                 features[_INPUT.true_image_shape][:, :2])
     update_op = tf.compat.v1.py_func(
@@ -255,9 +255,9 @@ def _train_scaffold(model, train_config, hparams):
 
 def _eval_scaffold(train_config, eval_config):
   """A Scaffold restoring moving averages when they are configured, or None."""
-  if not (eval_config.use_moving_averages or train_config.optimizer.use_moving_average):
+  if not moving_averages.uses_moving_averages(train_config, eval_config):
     return None
-  saver = tf.compat.v1.train.Saver(optimizer_builder.moving_average_restore_map())
+  saver = tf.compat.v1.train.Saver(moving_averages.moving_average_restore_map())
   return tf.compat.v1.train.Scaffold(saver=saver)
 
 
@@ -265,7 +265,7 @@ def _named_outputs(detections):
   """Serving outputs: 1-based classes, fixed node names (as the exporter)."""
   outputs = {name: detections[name] for name in _PREDICT_OUTPUTS}
   classes = _DETECTION.detection_classes
-  outputs[classes] = tf.cast(outputs[classes], tf.float32) + _LABEL_ID_OFFSET
+  outputs[classes] = tf.cast(outputs[classes], tf.float32) + fields.LABEL_ID_OFFSET
   return {name: tf.identity(t, name=name) for name, t in outputs.items()}
 
 
@@ -351,7 +351,7 @@ def _transform_fn(model_config, num_classes, augmentation=()):
     image, true_shape = model.preprocess(tensor_dict[_INPUT.image])
     tensor_dict[_INPUT.image] = image[0]
     tensor_dict[_INPUT.true_image_shape] = true_shape[0]
-    classes = tf.cast(tensor_dict[_INPUT.groundtruth_classes], tf.int32) - _LABEL_ID_OFFSET
+    classes = tf.cast(tensor_dict[_INPUT.groundtruth_classes], tf.int32) - fields.LABEL_ID_OFFSET
     tensor_dict[_INPUT.groundtruth_classes] = tf.one_hot(classes, num_classes, dtype=tf.float32)
     if _INPUT.groundtruth_weights not in tensor_dict:
       tensor_dict[_INPUT.groundtruth_weights] = tf.ones_like(classes, tf.float32)
@@ -588,24 +588,20 @@ def continuous_eval(estimator, model_dir, input_fn, train_steps, name,
   Returns:
     The last evaluation's metrics dict, or None if nothing was evaluated.
   """
-  def timeout_fn():
-    logging.info('Terminating eval after %s seconds of no new checkpoints', timeout)
-    return True
-
-  metrics = None
-  for ckpt in tf.compat.v1.train.checkpoints_iterator(
-      model_dir, min_interval_secs=min_interval_secs, timeout=timeout, timeout_fn=timeout_fn):
+  def evaluate(ckpt):
     logging.info('Starting evaluation of %s', ckpt)
     start = time.time()
-    try:
-      metrics = estimator.evaluate(input_fn=input_fn, steps=None, checkpoint_path=ckpt,
-                                   name=name)
-    except tf.errors.NotFoundError:
-      logging.info('Checkpoint %s no longer exists, skipping it', ckpt)
-      continue
+    metrics = estimator.evaluate(input_fn=input_fn, steps=None, checkpoint_path=ckpt, name=name)
     logging.info('Eval results (%.1f s): %s', time.time() - start, metrics)
-    step = int(os.path.basename(ckpt).split('-')[-1])
+    return metrics
+
+  def reached_train_steps(ckpt, unused_metrics, unused_count):
+    step = checkpoints.checkpoint_step(ckpt)
     if train_steps and step >= train_steps:
       logging.info('Evaluation finished after training step %d', step)
-      break
-  return metrics
+      return 'final_checkpoint'
+    return None
+
+  return checkpoints.follow_checkpoints(
+      model_dir, evaluate, min_interval_secs=min_interval_secs, timeout=timeout,
+      stop_fn=reached_train_steps).result

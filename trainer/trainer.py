@@ -46,7 +46,7 @@ from deployment import model_deploy
 from trainer import sync_replicas
 from trainer import training_loop
 
-_LABEL_ID_OFFSET = 1
+_LABEL_ID_OFFSET = fields.LABEL_ID_OFFSET
 
 
 def resolve_num_clones(num_clones):

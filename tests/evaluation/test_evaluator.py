@@ -215,7 +215,7 @@ def test_missing_or_empty_checkpoint_dir_is_an_error(tmp_path):
     oracle.evaluate(str(tmp_path / 'nowhere'))
   empty = tmp_path / 'empty'
   empty.mkdir()
-  with pytest.raises(ValueError, match='no checkpoint in directory .*empty'):
+  with pytest.raises(ValueError, match='No checkpoint found in directory .*empty'):
     oracle.evaluate(str(empty), run_once=True)
 
 

@@ -44,6 +44,7 @@ import time
 from absl import logging
 import tensorflow as tf
 
+from core import checkpoints
 from trainer.estimator import exporter as exporter_lib
 from trainer.estimator import training
 
@@ -329,31 +330,31 @@ class Experiment(object):
     if delay_secs:
       logging.info('Waiting %d secs before starting eval.', delay_secs)
       time.sleep(delay_secs)
-    eval_result, export_results = None, []
-    for checkpoint in tf.compat.v1.train.checkpoints_iterator(
-        self._estimator.model_dir, min_interval_secs=throttle_delay_secs,
-        timeout=timeout_secs):
-      try:
-        eval_result = self._estimator.evaluate(self._eval_input_fn, steps=self._eval_steps,
-                                               hooks=self._eval_hooks,
-                                               checkpoint_path=checkpoint)
-      except tf.errors.NotFoundError:
-        logging.info('Checkpoint %s was deleted before its evaluation; skipping it',
-                     checkpoint)
-        continue
+    export_results = []
+
+    def evaluate(checkpoint):
+      return self._estimator.evaluate(self._eval_input_fn, steps=self._eval_steps,
+                                      hooks=self._eval_hooks, checkpoint_path=checkpoint)
+
+    def export_then_decide(checkpoint, eval_result, unused_count):
       step = eval_result.get('global_step', 0)
       is_final = self._train_steps is not None and step >= self._train_steps
       if export:
-        export_results = self._export(eval_result, checkpoint, is_final)
+        export_results[:] = self._export(eval_result, checkpoint, is_final)
       if is_final:
         logging.info('continuous_eval: step %d reached train_steps=%d; done', step,
                      self._train_steps)
-        break
+        return 'final_checkpoint'
       if continuous_eval_predicate_fn is not None and not _call_predicate(
           continuous_eval_predicate_fn, eval_result, checkpoint):
         logging.info('continuous_eval_predicate_fn stopped evaluation at step %d', step)
-        break
-    return eval_result, export_results
+        return 'predicate'
+      return None
+
+    outcome = checkpoints.follow_checkpoints(
+        self._estimator.model_dir, evaluate, min_interval_secs=throttle_delay_secs,
+        timeout=timeout_secs, stop_fn=export_then_decide)
+    return outcome.result, export_results
 
   def run_std_server(self):
     """A ps task: serves variables until the chief reports training over."""

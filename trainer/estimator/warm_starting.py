@@ -28,8 +28,11 @@ import collections
 import os
 import re
 
-import tensorflow as tf
 from absl import logging
+import tensorflow as tf
+
+from core import checkpoints
+from core import variables_helper
 
 __all__ = ['WarmStartSettings', 'warm_start']
 
@@ -79,28 +82,11 @@ def get_warm_start_settings(warm_start_from):
 
 
 def _resolve_checkpoint(path):
-  """A checkpoint prefix for `path` (a prefix or a directory)."""
-  if tf.io.gfile.isdir(path):
-    latest = tf.train.latest_checkpoint(path)
-    if not latest:
-      raise ValueError('ckpt_to_initialize_from %s is a directory without a checkpoint' % path)
-    return latest
-  return path
-
-
-def _variable_name(var):
-  """The checkpoint name of `var` (the full name for a partitioned slice)."""
-  slice_info = getattr(var, '_save_slice_info', None)
-  if slice_info is not None:
-    return slice_info.full_name
-  return var.op.name
-
-
-def _variable_shape(var):
-  slice_info = getattr(var, '_save_slice_info', None)
-  if slice_info is not None:
-    return list(slice_info.full_shape)
-  return var.shape.as_list()
+  """The checkpoint prefix `ckpt_to_initialize_from` names (see core.checkpoints)."""
+  try:
+    return checkpoints.resolve_checkpoint_path(path)
+  except ValueError as e:
+    raise ValueError('ckpt_to_initialize_from: %s' % e) from None
 
 
 def _select_variables(vars_to_warm_start, var_name_to_vocab_info):
@@ -108,16 +94,16 @@ def _select_variables(vars_to_warm_start, var_name_to_vocab_info):
   graph = tf.compat.v1.get_default_graph()
   if vars_to_warm_start is None:
     return [v for v in graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES)
-            if _variable_name(v) in var_name_to_vocab_info]
+            if variables_helper.checkpoint_name(v) in var_name_to_vocab_info]
   if isinstance(vars_to_warm_start, str):
     pattern = re.compile(vars_to_warm_start)
     return [v for v in graph.get_collection(tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES)
-            if pattern.match(_variable_name(v))]
+            if pattern.match(variables_helper.checkpoint_name(v))]
   if isinstance(vars_to_warm_start, (list, tuple)):
     if all(isinstance(v, str) for v in vars_to_warm_start):
       patterns = [re.compile(p) for p in vars_to_warm_start]
       return [v for v in graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES)
-              if any(p.match(_variable_name(v)) for p in patterns)]
+              if any(p.match(variables_helper.checkpoint_name(v)) for p in patterns)]
     if all(isinstance(v, tf.Variable) for v in vars_to_warm_start):
       return list(vars_to_warm_start)
   raise ValueError('vars_to_warm_start must be a regex string, a list of regex strings or a '
@@ -140,21 +126,21 @@ def warm_start(settings):
   chosen, skipped = [], []
   for var in _select_variables(settings.vars_to_warm_start,
                                settings.var_name_to_vocab_info):
-    name = _variable_name(var)
+    name = variables_helper.checkpoint_name(var)
     prev = settings.var_name_to_prev_var_name.get(name, name)
     if name in settings.var_name_to_vocab_info:
       chosen.append(var)  # Shapes legitimately differ when the vocabulary changed.
     elif prev not in available:
       skipped.append('%s (not in checkpoint as %s)' % (name, prev))
-    elif list(available[prev]) != _variable_shape(var):
+    elif list(available[prev]) != variables_helper.checkpoint_shape(var):
       skipped.append('%s (shape %s, checkpoint has %s)' % (
-          name, _variable_shape(var), list(available[prev])))
+          name, variables_helper.checkpoint_shape(var), list(available[prev])))
     else:
       chosen.append(var)
   for reason in skipped:
     logging.info('Warm-start: skipping %s', reason)
   logging.info('Warm-starting %d variable(s) from %s', len(chosen), ckpt)
-  names = {_variable_name(v) for v in chosen}
+  names = {variables_helper.checkpoint_name(v) for v in chosen}
   if chosen:
     # tf's warm_start rejects mapping entries it did not use: pass only ours.
     tf.compat.v1.train.warm_start(
