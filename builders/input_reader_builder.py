@@ -51,7 +51,7 @@ import collections
 import tensorflow as tf
 from absl import logging
 
-from core import data_decoders
+from builders import decoder_builder
 from core import standard_fields as fields
 from protos import input_reader_pb2
 
@@ -340,7 +340,7 @@ def _example_dataset(input_reader_config, num_worker_replicas, task_index,
     record_shard = None
   sizes = [tf.io.gfile.stat(f).length for f in files]
   sample_1_of_n = max(1, config.sample_1_of_n_examples)
-  decoder = data_decoders.build(config)
+  decoder = decoder_builder.build(config)
   if num_parallel_calls is None:
     num_parallel_calls = config.num_parallel_calls or tf.data.AUTOTUNE
   cycle_length = max(1, min(config.num_readers or 1, len(files)))

@@ -34,6 +34,12 @@ from protos import model_pb2
 _BATCH_NORM_DECAY = 0.99
 
 
+def _check_type(config, message_class, argument):
+  """Raises ValueError, as the OD API's builders do, for a message of another type."""
+  if not isinstance(config, message_class):
+    raise ValueError('%s not of type model_pb2.%s.' % (argument, message_class.__name__))
+
+
 def build(model_config, is_training, add_summaries=True):
   """Returns the model `model_config` describes.
 
@@ -49,9 +55,7 @@ def build(model_config, is_training, add_summaries=True):
   Raises:
     ValueError: on a config of the wrong type, no model set, or a bad field.
   """
-  if not isinstance(model_config, model_pb2.DetectionModel):
-    raise ValueError('model_config must be a DetectionModel proto, got %s'
-                     % type(model_config).__name__)
+  _check_type(model_config, model_pb2.DetectionModel, 'model_config')
   kind = model_config.WhichOneof('model')
   if kind == 'ssd':
     return build_ssd(model_config.ssd, is_training, add_summaries)
@@ -69,6 +73,7 @@ def build_slim_classifier(config, is_training, add_summaries=True):
   Raises:
     ValueError: on a missing num_classes or an unknown net.
   """
+  _check_type(config, model_pb2.SlimClassifier, 'slim_classifier_config')
   if not config.HasField('num_classes') or config.num_classes < 2:
     raise ValueError('slim_classifier.num_classes must be set to at least 2, got %d'
                      % config.num_classes)
@@ -100,6 +105,7 @@ def build_ssd(config, is_training, add_summaries=True):
   Raises:
     ValueError: on a missing num_classes or a bad sub-message.
   """
+  _check_type(config, model_pb2.Ssd, 'ssd_config')
   if not config.HasField('num_classes') or config.num_classes < 1:
     raise ValueError('ssd.num_classes must be set to at least 1, got %d' % config.num_classes)
   anchor_generator = build_anchor_generator(config.anchor_generator)
@@ -135,6 +141,7 @@ def build_image_resizer(config):
   Raises:
     ValueError: if no resizer is set.
   """
+  _check_type(config, model_pb2.ImageResizer, 'image_resizer_config')
   kind = config.WhichOneof('image_resizer_oneof')
   if kind == 'fixed_shape_resizer':
     return ssd_meta_arch.fixed_shape_resizer(config.fixed_shape_resizer.height,
@@ -149,6 +156,7 @@ def build_feature_extractor(config, is_training, num_layers):
   Raises:
     ValueError: on an unknown type.
   """
+  _check_type(config, model_pb2.SsdFeatureExtractor, 'feature_extractor_config')
   if config.type not in ssd_feature_extractors.FEATURE_EXTRACTORS:
     raise ValueError('ssd.feature_extractor.type: unknown feature extractor %r; expected '
                      'one of %s' % (config.type,
@@ -165,6 +173,7 @@ def build_feature_extractor(config, is_training, num_layers):
 
 def build_box_coder(config):
   """BoxCoder -> FasterRcnnBoxCoder (the default when none is set)."""
+  _check_type(config, model_pb2.BoxCoder, 'box_coder_config')
   coder = config.faster_rcnn_box_coder
   return box_coder_lib.FasterRcnnBoxCoder(
       [coder.y_scale, coder.x_scale, coder.height_scale, coder.width_scale])
@@ -176,6 +185,7 @@ def build_matcher(config):
   Raises:
     ValueError: if unmatched_threshold exceeds matched_threshold.
   """
+  _check_type(config, model_pb2.ArgMaxMatcher, 'matcher_config')
   if config.ignore_thresholds:
     return matcher_lib.ArgMaxMatcher(None, None,
                                      force_match_for_each_row=config.force_match_for_each_row)
@@ -195,6 +205,7 @@ def build_anchor_generator(config):
   Raises:
     ValueError: if no generator is set or its fields are bad.
   """
+  _check_type(config, model_pb2.AnchorGenerator, 'anchor_generator_config')
   if config.WhichOneof('anchor_generator_oneof') != 'ssd_anchor_generator':
     raise ValueError('ssd.anchor_generator: set ssd_anchor_generator')
   ssd = config.ssd_anchor_generator
@@ -220,6 +231,7 @@ def build_anchor_generator(config):
 
 def build_box_predictor(config, is_training, num_classes):
   """BoxPredictor -> ConvolutionalBoxPredictor (defaults when none is set)."""
+  _check_type(config, model_pb2.BoxPredictor, 'box_predictor_config')
   conv = config.convolutional_box_predictor
   if conv.max_depth and conv.min_depth > conv.max_depth:
     raise ValueError('ssd.box_predictor.convolutional_box_predictor.min_depth (%d) exceeds '
@@ -244,6 +256,7 @@ def build_losses(config):
 
   Defaults when unset: sigmoid classification, smooth L1 (delta 1), no miner.
   """
+  _check_type(config, model_pb2.Loss, 'loss_config')
   cls_kind = config.classification_loss.WhichOneof('classification_loss')
   if cls_kind == 'weighted_softmax':
     classification_loss = losses.WeightedSoftmaxClassificationLoss(
@@ -269,6 +282,7 @@ def build_losses(config):
 
 def build_hard_example_miner(config, classification_weight, localization_weight):
   """HardExampleMiner proto -> core.hard_example_miner.HardExampleMiner."""
+  _check_type(config, model_pb2.HardExampleMiner, 'hard_example_miner_config')
   loss_type = {
       model_pb2.HardExampleMiner.BOTH: 'both',
       model_pb2.HardExampleMiner.CLASSIFICATION: 'cls',
@@ -293,6 +307,7 @@ def build_post_processing(config):
   Raises:
     ValueError: on bad NMS thresholds.
   """
+  _check_type(config, model_pb2.PostProcessing, 'post_processing_config')
   nms = config.batch_non_max_suppression
   if not 0.0 <= nms.iou_threshold <= 1.0:
     raise ValueError('ssd.post_processing.batch_non_max_suppression.iou_threshold must be '

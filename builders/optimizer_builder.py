@@ -62,6 +62,7 @@ import tensorflow as tf
 
 from builders import learning_schedules
 from core import moving_averages
+from protos import optimizer_pb2
 
 # The runtime pieces live in core.moving_averages; these names stay importable from here.
 MovingAverageOptimizer = moving_averages.MovingAverageOptimizer
@@ -106,8 +107,11 @@ def _create_learning_rate(learning_rate_config, global_step=None, scale=1.0):
     A scalar float32 tensor named `learning_rate`.
 
   Raises:
-    ValueError: for an unset or unknown schedule, or an empty manual one.
+    ValueError: for a message of another type, an unset or unknown schedule,
+      or an empty manual one.
   """
+  if not isinstance(learning_rate_config, optimizer_pb2.LearningRate):
+    raise ValueError('learning_rate_config not of type optimizer_pb2.LearningRate.')
   if global_step is None:
     global_step = tf.compat.v1.train.get_or_create_global_step()
   learning_rate_type = learning_rate_config.WhichOneof('learning_rate')
@@ -169,10 +173,13 @@ def build(optimizer_config, global_step=None, global_batch_size=None):
     learning-rate tensors to summarize.
 
   Raises:
-    ValueError: for an unset optimizer or learning rate (`'Optimizer None not
-      supported.'`, `'Learning_rate None not supported.'`), an empty manual
-      schedule, or LINEAR scaling without `global_batch_size`.
+    ValueError: for a message of another type, an unset optimizer or learning
+      rate (`'Optimizer None not supported.'`, `'Learning_rate None not
+      supported.'`), an empty manual schedule, or LINEAR scaling without
+      `global_batch_size`.
   """
+  if not isinstance(optimizer_config, optimizer_pb2.Optimizer):
+    raise ValueError('optimizer_config not of type optimizer_pb2.Optimizer.')
   optimizer_type = optimizer_config.WhichOneof('optimizer')
   if optimizer_type is None:
     raise ValueError('Optimizer %s not supported.' % optimizer_type)
@@ -204,3 +211,42 @@ def build(optimizer_config, global_step=None, global_batch_size=None):
     optimizer = MovingAverageOptimizer(
         optimizer, average_decay=optimizer_config.moving_average_decay)
   return optimizer, summary_vars
+
+
+def global_batch_size(train_config, num_worker_replicas):
+  """Examples behind one update of the variables, for LINEAR scaling.
+
+  `train_config.batch_size` is each worker's batch (split over its clones).
+  With `sync_replicas` one update aggregates `replicas_to_aggregate` such
+  batches; otherwise every worker replica updates with its own batch, and a
+  step of the whole job sees `num_worker_replicas` of them.
+
+  Args:
+    train_config: a `TrainConfig`.
+    num_worker_replicas: training tasks in the job (chief included), >= 1.
+
+  Returns:
+    The global batch size (an int).
+  """
+  if train_config.sync_replicas:
+    return train_config.batch_size * max(train_config.replicas_to_aggregate, 1)
+  return train_config.batch_size * max(num_worker_replicas, 1)
+
+
+def build_for_training(train_config, num_worker_replicas, global_step=None):
+  """`build` for a whole `TrainConfig`: what every training path calls.
+
+  The legacy trainer and the Estimator path (`trainer.model_lib`) both build
+  their optimizer here, so one pipeline config trains with the same learning
+  rate on either.
+
+  Args:
+    train_config: a `TrainConfig`.
+    num_worker_replicas: training tasks in the job (chief included).
+    global_step: as for `build`.
+
+  Returns:
+    (optimizer, summary_vars), as `build`.
+  """
+  return build(train_config.optimizer, global_step=global_step,
+               global_batch_size=global_batch_size(train_config, num_worker_replicas))

@@ -130,8 +130,11 @@ def build(preprocessor_step_config):
     (function, kwargs dict) for core.preprocessor.preprocess.
 
   Raises:
-    ValueError: for an unknown or unset step, or a malformed field.
+    ValueError: for a message of another type, an unknown or unset step, or
+      a malformed field.
   """
+  if not isinstance(preprocessor_step_config, preprocessor_pb2.PreprocessingStep):
+    raise ValueError('preprocessor_step_config not of type preprocessor_pb2.PreprocessingStep.')
   step_type = preprocessor_step_config.WhichOneof('preprocessing_step')
 
   if step_type in PREPROCESSING_FUNCTION_MAP:

@@ -456,26 +456,3 @@ class TfClassificationExampleDecoder(_ExampleDecoder):
         _FIELDS.filename: tf.constant(''),
         _FIELDS.original_image_spatial_shape: tf.zeros([2], tf.int32),
     }
-
-
-def build(input_reader_config):
-  """Returns the decoder an InputReader config asks for.
-
-  Args:
-    input_reader_config: an input_reader_pb2.InputReader.
-
-  Returns:
-    a TfExampleDecoder or TfClassificationExampleDecoder.
-  """
-  label_map = input_reader_config.label_map_path or None
-  if input_reader_config.decoder_type == input_reader_pb2.InputReader.CLASSIFICATION:
-    return TfClassificationExampleDecoder(
-        label_map_proto_file=label_map, use_display_name=input_reader_config.use_display_name)
-  return TfExampleDecoder(
-      load_instance_masks=input_reader_config.load_instance_masks,
-      instance_mask_type=input_reader_config.mask_type,
-      label_map_proto_file=label_map,
-      use_display_name=input_reader_config.use_display_name,
-      num_keypoints=input_reader_config.num_keypoints,
-      num_additional_channels=input_reader_config.num_additional_channels,
-      load_multiclass_scores=input_reader_config.load_multiclass_scores)

@@ -6,7 +6,6 @@ configured TFRecords, and the Train/Eval specs that `train_and_evaluate`
 runs. `python -m trainer.model_main` is the command line over it.
 
     from trainer import estimator as tfe
-from trainer import evaluator as od_evaluator
     from trainer import model_lib
     run_config = tfe.RunConfig(model_dir='/tmp/model')
     d = model_lib.create_estimator_and_inputs(
@@ -52,7 +51,10 @@ The model_fn per mode:
 
 Differences from the OD API: no TPU, no graph rewriter, and the export's
 input type is a parameter of `create_predict_input_fn` (default
-`image_tensor`) rather than a serialized tf.Example.
+`image_tensor`) rather than a serialized tf.Example. The pipeline's
+`deploy_config` (clones per worker) and LINEAR learning-rate scaling mean
+the same here as in `python -m trainer.train`: both paths read them through
+`builders.deploy_config_builder` and `optimizer_builder.build_for_training`.
 """
 
 import copy
@@ -62,6 +64,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from builders import deploy_config_builder
 from builders import input_reader_builder
 from builders import model_builder
 from builders import optimizer_builder
@@ -220,12 +223,13 @@ def _losses(model, prediction_dict, true_image_shapes, train_config):
   return total_loss, losses
 
 
-def _train_op(model, total_loss, losses, train_config):
+def _train_op(model, total_loss, losses, train_config, num_worker_replicas):
   """Optimizer, gradient surgery from the train config, BN updates, apply."""
   global_step = tf.compat.v1.train.get_or_create_global_step()
-  optimizer, summary_vars = optimizer_builder.build(
-      train_config.optimizer, global_step=global_step,
-      global_batch_size=train_config.batch_size)
+  # The legacy trainer builds its optimizer with this call too: one config,
+  # one learning rate, whichever path trains it.
+  optimizer, summary_vars = optimizer_builder.build_for_training(
+      train_config, num_worker_replicas, global_step=global_step)
   for var in summary_vars:
     tf.compat.v1.summary.scalar('LearningRate/' + var.op.name.split('/')[-1], var)
   for name in sorted(losses):
@@ -281,7 +285,9 @@ def create_model_fn(detection_model_fn, configs, hparams=None, use_tpu=False):
     use_tpu: must be False (TPUs are out of scope).
 
   Returns:
-    model_fn(features, labels, mode, params=None) -> tfe.EstimatorSpec.
+    model_fn(features, labels, mode, params=None, config=None) ->
+    tfe.EstimatorSpec; the Estimator passes its RunConfig as `config`, whose
+    worker replicas enter the LINEAR learning-rate scaling.
 
   Raises:
     ValueError: for use_tpu=True.
@@ -292,7 +298,7 @@ def create_model_fn(detection_model_fn, configs, hparams=None, use_tpu=False):
   eval_config = configs['eval_config']
   categories = od_evaluator.categories_from_configs(configs)
 
-  def model_fn(features, labels, mode, params=None):
+  def model_fn(features, labels, mode, params=None, config=None):
     """Builds the detector graph for `mode` (see the module docstring)."""
     del params
     is_training = mode == tfe.ModeKeys.TRAIN
@@ -310,7 +316,8 @@ def create_model_fn(detection_model_fn, configs, hparams=None, use_tpu=False):
     if mode == tfe.ModeKeys.TRAIN:
       scaffold = _train_scaffold(model, train_config, hparams)
       total_loss, losses = _losses(model, prediction_dict, true_image_shapes, train_config)
-      train_op = _train_op(model, total_loss, losses, train_config)
+      num_worker_replicas = config.num_worker_replicas if config is not None else 1
+      train_op = _train_op(model, total_loss, losses, train_config, num_worker_replicas)
       return tfe.EstimatorSpec(mode=mode, loss=total_loss, train_op=train_op,
                                scaffold=scaffold)
 
@@ -466,6 +473,34 @@ def _merge_run_arguments(configs, train_steps, sample_1_of_n_eval_examples,
   return train_steps
 
 
+def apply_deploy_config(run_config, deploy_config):
+  """The RunConfig with the clones a pipeline's `deploy_config` asks for.
+
+  A RunConfig that already asks for several clones is kept as it is (and a
+  RunConfig's own `deployment_config` always wins): what the program sets in
+  code wins over the config file, as command-line flags do for
+  `trainer.train`.
+
+  Args:
+    run_config: a `tfe.RunConfig`.
+    deploy_config: a `pipeline_pb2.DeployConfig`.
+
+  Returns:
+    A `tfe.RunConfig`.
+  """
+  if run_config.num_clones > 1:
+    return run_config
+  settings = deploy_config_builder.build(deploy_config)
+  if settings.deployment_options['variable_update'] != 'parameter_server':
+    logging.warning('deploy_config.variable_update=%s is not supported by the Estimator '
+                    'path; training with parameter_server updates.',
+                    settings.deployment_options['variable_update'])
+  if settings.num_clones == 1 and not settings.clone_on_cpu:
+    return run_config
+  return run_config.replace(num_clones=settings.num_clones,
+                            clone_on_cpu=settings.clone_on_cpu)
+
+
 def create_estimator_and_inputs(run_config, hparams=None, pipeline_config_path=None,
                                 config_override=None, train_steps=None,
                                 sample_1_of_n_eval_examples=1,
@@ -518,7 +553,7 @@ def create_estimator_and_inputs(run_config, hparams=None, pipeline_config_path=N
 
   estimator = tfe.Estimator(
       model_fn=model_fn_creator(detection_model_fn, configs, hparams),
-      config=run_config, params=params)
+      config=apply_deploy_config(run_config, configs['deploy_config']), params=params)
   if save_final_config and run_config.is_chief:
     config_util.save_pipeline_config(
         config_util.create_pipeline_proto_from_configs(configs), estimator.model_dir)

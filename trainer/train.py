@@ -29,11 +29,11 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from builders import deploy_config_builder
 from builders import input_reader_builder
 from builders import model_builder
 from core import config_util
 from deployment import cluster as cluster_lib
-from protos import pipeline_pb2
 from trainer import cluster_roles
 from trainer import trainer
 from trainer import training_loop
@@ -78,16 +78,6 @@ def _resolve_cluster(cluster):
     logging.warning('TF_CONFIG wins over conflicting flags: %s', ', '.join(conflicts))
   return (cluster.master, cluster.task_index, cluster.num_worker_replicas,
           cluster.num_ps_tasks, cluster.worker_job_name, cluster.is_chief)
-
-
-def deployment_options(deploy_config):
-  """Extra `DeploymentConfig` arguments from a `DeployConfig` message."""
-  pb = pipeline_pb2.DeployConfig
-  return {
-      'variable_update': pb.VariableUpdate.Name(
-          deploy_config.variable_update).lower(),
-      'ps_strategy': pb.PsStrategy.Name(deploy_config.ps_strategy).lower(),
-  }
 
 
 def run(argv=None):
@@ -142,16 +132,14 @@ def run(argv=None):
       skip_corrupt_records=train_config.skip_corrupt_records)
   create_model_fn = functools.partial(
       model_builder.build, model_config=configs['model'], is_training=True)
-  num_clones = (FLAGS.num_clones if FLAGS.num_clones is not None
-                else deploy_config.num_clones)
-  clone_on_cpu = (FLAGS.clone_on_cpu if FLAGS.clone_on_cpu is not None
-                  else deploy_config.clone_on_cpu)
+  deploy = deploy_config_builder.build(deploy_config, num_clones=FLAGS.num_clones,
+                                       clone_on_cpu=FLAGS.clone_on_cpu)
   try:
     trainer.train(create_tensor_dict_fn, create_model_fn, train_config,
-                  master, task, num_clones, worker_replicas, clone_on_cpu,
+                  master, task, deploy.num_clones, worker_replicas, deploy.clone_on_cpu,
                   ps_tasks, worker_job_name, is_chief, FLAGS.train_dir,
                   session_config_override=session_config,
-                  deployment_options=deployment_options(deploy_config),
+                  deployment_options=deploy.deployment_options,
                   startup_timeout_secs=deploy_config.startup_timeout_secs)
   except training_loop.TrainingPreempted as e:
     logging.warning('%s', e)

@@ -34,6 +34,7 @@ from absl import logging
 import tensorflow as tf
 import tf_slim as slim
 
+from builders import deploy_config_builder
 from builders import optimizer_builder
 from builders import preprocessor_builder
 from core import batcher
@@ -49,14 +50,7 @@ from trainer import training_loop
 _LABEL_ID_OFFSET = fields.LABEL_ID_OFFSET
 
 
-def resolve_num_clones(num_clones):
-  """Returns num_clones, with -1 meaning one clone per visible GPU (CPU: 1)."""
-  if num_clones == -1:
-    return max(1, len(tf.config.list_physical_devices('GPU')))
-  if num_clones < 1:
-    raise ValueError('num_clones must be positive or -1 (one per GPU), got %d'
-                     % num_clones)
-  return num_clones
+resolve_num_clones = deploy_config_builder.resolve_num_clones
 
 
 def batch_size_per_clone(train_config, num_clones):
@@ -381,12 +375,8 @@ def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
         tf.compat.v1.GraphKeys.UPDATE_OPS, first_clone_scope)
 
     with tf.compat.v1.device(deploy_config.optimizer_device()):
-      global_batch_size = train_config.batch_size * (
-          max(train_config.replicas_to_aggregate, 1) if train_config.sync_replicas
-          else worker_replicas)
-      training_optimizer, optimizer_summary_vars = optimizer_builder.build(
-          train_config.optimizer, global_step=global_step,
-          global_batch_size=global_batch_size)
+      training_optimizer, optimizer_summary_vars = optimizer_builder.build_for_training(
+          train_config, worker_replicas, global_step=global_step)
       for var in optimizer_summary_vars:
         summaries.add(tf.compat.v1.summary.scalar(
             var.op.name, var, family='LearningRate'))

@@ -5,6 +5,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from builders import decoder_builder
 from core import data_decoders
 from core import label_map_util
 from core import standard_fields as fields
@@ -156,10 +157,13 @@ class ClassificationDecoderTest(tf.test.TestCase):
   def test_build_picks_decoder_from_config(self):
     config = input_reader_pb2.InputReader(
         decoder_type=input_reader_pb2.InputReader.CLASSIFICATION)
-    self.assertIsInstance(data_decoders.build(config),
+    self.assertIsInstance(decoder_builder.build(config),
                           data_decoders.TfClassificationExampleDecoder)
-    self.assertIsInstance(data_decoders.build(input_reader_pb2.InputReader()),
+    self.assertIsInstance(decoder_builder.build(input_reader_pb2.InputReader()),
                           data_decoders.TfExampleDecoder)
+    with self.assertRaisesRegex(
+        ValueError, 'input_reader_config not of type input_reader_pb2.InputReader'):
+      decoder_builder.build(input_reader_pb2.TFRecordInputReader())
 
 
 class LabelMapTest(tf.test.TestCase):

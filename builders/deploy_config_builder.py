@@ -1,0 +1,84 @@
+"""Turns a pipeline's `DeployConfig` into the settings a training run uses.
+
+The legacy trainer (`trainer.train`) and the Estimator path
+(`trainer.model_main`) read the same message through `build`, so one config
+trains with the same number of clones either way:
+
+    deploy_config {
+      num_clones: 2           # -1: one per visible GPU
+      clone_on_cpu: false
+      ps_strategy: GREEDY
+    }
+
+    settings = deploy_config_builder.build(configs['deploy_config'],
+                                           num_clones=FLAGS.num_clones)
+    settings.num_clones          # 2 (a --num_clones flag, when given, wins)
+    model_deploy.DeploymentConfig(num_clones=settings.num_clones,
+                                  clone_on_cpu=settings.clone_on_cpu,
+                                  **settings.deployment_options)
+"""
+
+import collections
+
+import tensorflow as tf
+
+from protos import pipeline_pb2
+
+DeploySettings = collections.namedtuple(
+    'DeploySettings', ['num_clones', 'clone_on_cpu', 'deployment_options'])
+
+
+def resolve_num_clones(num_clones):
+  """Returns num_clones, with -1 meaning one clone per visible GPU (CPU: 1).
+
+  Raises:
+    ValueError: for 0 or a negative count other than -1.
+  """
+  if num_clones == -1:
+    return max(1, len(tf.config.list_physical_devices('GPU')))
+  if num_clones < 1:
+    raise ValueError('num_clones must be positive or -1 (one per GPU), got %d'
+                     % num_clones)
+  return num_clones
+
+
+def deployment_options(deploy_config):
+  """The `DeploymentConfig` arguments beyond clones that a `DeployConfig` sets.
+
+  Args:
+    deploy_config: a `pipeline_pb2.DeployConfig`.
+
+  Returns:
+    A dict with `variable_update` and `ps_strategy` (lower-case enum names).
+  """
+  message = pipeline_pb2.DeployConfig
+  return {
+      'variable_update': message.VariableUpdate.Name(deploy_config.variable_update).lower(),
+      'ps_strategy': message.PsStrategy.Name(deploy_config.ps_strategy).lower(),
+  }
+
+
+def build(deploy_config, num_clones=None, clone_on_cpu=None):
+  """Builds the deployment settings of a training task.
+
+  Args:
+    deploy_config: a `pipeline_pb2.DeployConfig`.
+    num_clones: a command-line override of `deploy_config.num_clones`, or None.
+    clone_on_cpu: a command-line override of `deploy_config.clone_on_cpu`, or None.
+
+  Returns:
+    A `DeploySettings(num_clones, clone_on_cpu, deployment_options)` with
+    num_clones resolved (-1 becomes the number of visible GPUs, at least 1).
+
+  Raises:
+    ValueError: if `deploy_config` is not a `DeployConfig`, or for a bad
+      clone count.
+  """
+  if not isinstance(deploy_config, pipeline_pb2.DeployConfig):
+    raise ValueError('deploy_config not of type pipeline_pb2.DeployConfig.')
+  if num_clones is None:
+    num_clones = deploy_config.num_clones
+  if clone_on_cpu is None:
+    clone_on_cpu = deploy_config.clone_on_cpu
+  return DeploySettings(resolve_num_clones(num_clones), bool(clone_on_cpu),
+                        deployment_options(deploy_config))

@@ -1,0 +1,98 @@
+"""Every builder checks the type of its message first; the DeployConfig builder."""
+
+import sys
+
+import pytest
+import tensorflow as tf
+
+from builders import decoder_builder
+from builders import deploy_config_builder
+from builders import model_builder
+from builders import optimizer_builder
+from builders import preprocessor_builder
+from protos import input_reader_pb2
+from protos import model_pb2
+from protos import optimizer_pb2
+from protos import pipeline_pb2
+from protos import preprocessor_pb2
+from protos import train_pb2
+
+tf.compat.v1.disable_eager_execution()
+
+_WRONG = train_pb2.TrainConfig()
+
+_BUILDERS = [
+    (lambda c: model_builder.build(c, is_training=True), 'model_config', 'DetectionModel'),
+    (lambda c: model_builder.build_ssd(c, True), 'ssd_config', 'Ssd'),
+    (lambda c: model_builder.build_slim_classifier(c, True), 'slim_classifier_config',
+     'SlimClassifier'),
+    (model_builder.build_image_resizer, 'image_resizer_config', 'ImageResizer'),
+    (lambda c: model_builder.build_feature_extractor(c, True, 6), 'feature_extractor_config',
+     'SsdFeatureExtractor'),
+    (model_builder.build_box_coder, 'box_coder_config', 'BoxCoder'),
+    (model_builder.build_matcher, 'matcher_config', 'ArgMaxMatcher'),
+    (model_builder.build_anchor_generator, 'anchor_generator_config', 'AnchorGenerator'),
+    (lambda c: model_builder.build_box_predictor(c, True, 3), 'box_predictor_config',
+     'BoxPredictor'),
+    (model_builder.build_losses, 'loss_config', 'Loss'),
+    (lambda c: model_builder.build_hard_example_miner(c, 1.0, 1.0),
+     'hard_example_miner_config', 'HardExampleMiner'),
+    (model_builder.build_post_processing, 'post_processing_config', 'PostProcessing'),
+]
+
+
+@pytest.mark.parametrize('build, argument, message', _BUILDERS,
+                         ids=[argument for _, argument, _ in _BUILDERS])
+def test_model_sub_builders_reject_another_message(build, argument, message):
+  with pytest.raises(ValueError, match=r'^%s not of type model_pb2\.%s\.$' % (argument, message)):
+    build(_WRONG)
+
+
+def test_model_sub_builders_accept_their_message():
+  box_coder = model_builder.build_box_coder(model_pb2.BoxCoder())
+  assert box_coder is not None
+  matcher = model_builder.build_matcher(model_pb2.ArgMaxMatcher())
+  assert matcher is not None
+
+
+def test_other_builders_reject_another_message():
+  with pytest.raises(ValueError, match=r'optimizer_config not of type optimizer_pb2\.Optimizer'):
+    optimizer_builder.build(_WRONG)
+  with pytest.raises(ValueError,
+                     match=r'preprocessor_step_config not of type preprocessor_pb2\.'
+                     r'PreprocessingStep'):
+    preprocessor_builder.build(_WRONG)
+  with pytest.raises(ValueError,
+                     match=r'input_reader_config not of type input_reader_pb2\.InputReader'):
+    decoder_builder.build(_WRONG)
+  with pytest.raises(ValueError, match=r'deploy_config not of type pipeline_pb2\.DeployConfig'):
+    deploy_config_builder.build(_WRONG)
+  # Their own messages still build.
+  assert preprocessor_builder.build(preprocessor_pb2.PreprocessingStep(
+      random_horizontal_flip=preprocessor_pb2.RandomHorizontalFlip()))[0] is not None
+  assert decoder_builder.build(input_reader_pb2.InputReader()) is not None
+  with tf.Graph().as_default():
+    config = optimizer_pb2.Optimizer()
+    config.sgd_optimizer.learning_rate.constant_learning_rate.learning_rate = 0.5
+    assert optimizer_builder.build(config)[0] is not None
+
+
+def test_deploy_config_builds_clones_and_options():
+  message = pipeline_pb2.DeployConfig(
+      num_clones=3, clone_on_cpu=True, ps_strategy=pipeline_pb2.DeployConfig.GREEDY)
+  settings = deploy_config_builder.build(message)
+  assert settings == deploy_config_builder.DeploySettings(
+      3, True, {'variable_update': 'parameter_server', 'ps_strategy': 'greedy'})
+
+
+def test_deploy_config_flags_win_and_minus_one_means_one_per_gpu():
+  message = pipeline_pb2.DeployConfig(num_clones=3, clone_on_cpu=True)
+  settings = deploy_config_builder.build(message, num_clones=-1, clone_on_cpu=False)
+  assert settings.num_clones == max(1, len(tf.config.list_physical_devices('GPU')))
+  assert settings.clone_on_cpu is False
+  with pytest.raises(ValueError, match='num_clones must be positive or -1'):
+    deploy_config_builder.build(pipeline_pb2.DeployConfig(num_clones=0))
+
+
+if __name__ == '__main__':
+  sys.exit(pytest.main([__file__, '-q']))
