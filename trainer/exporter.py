@@ -32,8 +32,9 @@ Weights: with `train_config.optimizer.use_moving_average` (or
 `eval_config.use_moving_averages`) the moving averages of the trainable
 variables are exported in their place.
 
-Layouts (both written to a temporary directory beside the target and renamed
-into place, so a failed export leaves nothing at the target):
+Layouts (both staged beside the target and renamed into place by
+`core.saved_model_writer`, so a failed export leaves nothing at the target and
+the export gets the umask's permissions like any other output):
 
 * default (the OD API's): `output_directory/saved_model/` and
   `output_directory/pipeline.config` (and `inference_graph.pbtxt` with
@@ -44,8 +45,6 @@ into place, so a failed export leaves nothing at the target):
 """
 
 import os
-import shutil
-import tempfile
 
 from absl import logging
 import tensorflow as tf
@@ -55,6 +54,7 @@ from core import config_util
 from core import data_decoders
 from core import model as model_lib
 from core import moving_averages
+from core import saved_model_writer
 from core import standard_fields as fields
 from core import variables_helper
 from protos import pipeline_pb2
@@ -231,37 +231,30 @@ def _load_pipeline_config(pipeline_config):
                    % type(pipeline_config).__name__)
 
 
-def _target_and_temp(output_directory, serving_version):
-  """Checks the target; returns (target, temp dir beside it, saved model dir in temp).
+def _export_target(output_directory, serving_version):
+  """Checks where the export goes; returns that directory.
 
   Raises:
-    ValueError: if the target already holds an export.
+    ValueError: if the target already holds an export, or a bad version.
   """
   output_directory = os.path.abspath(output_directory)
   if serving_version is None:
     target = output_directory
-    if os.path.isdir(target) and os.listdir(target):
+    if tf.io.gfile.exists(target) and not tf.io.gfile.isdir(target):
+      raise ValueError('output_directory %s exists and is not a directory' % target)
+    if tf.io.gfile.isdir(target) and tf.io.gfile.listdir(target):
       raise ValueError('output_directory %s exists and is not empty; choose a new '
                        'directory' % target)
-    if os.path.exists(target) and not os.path.isdir(target):
-      raise ValueError('output_directory %s exists and is not a directory' % target)
-    parent = os.path.dirname(target)
-  else:
-    if isinstance(serving_version, bool) or not isinstance(serving_version, int) or (
-        serving_version < 0):
-      raise ValueError('serving_version must be a non-negative integer, got %r'
-                       % (serving_version,))
-    parent = output_directory
-    target = os.path.join(parent, str(serving_version))
-    if os.path.exists(target):
-      raise ValueError('version %d already exists at %s; choose another serving_version'
-                       % (serving_version, target))
-  os.makedirs(parent, exist_ok=True)
-  # Hidden and non-numeric: TF Serving ignores it while it is being written.
-  temp = tempfile.mkdtemp(prefix='.%s.tmp-' % os.path.basename(target), dir=parent)
-  saved_model_dir = temp if serving_version is not None else os.path.join(
-      temp, SAVED_MODEL_DIR)
-  return target, temp, saved_model_dir
+    return target
+  if isinstance(serving_version, bool) or not isinstance(serving_version, int) or (
+      serving_version < 0):
+    raise ValueError('serving_version must be a non-negative integer, got %r'
+                     % (serving_version,))
+  target = os.path.join(output_directory, str(serving_version))
+  if tf.io.gfile.exists(target):
+    raise ValueError('version %d already exists at %s; choose another serving_version'
+                     % (serving_version, target))
+  return target
 
 
 def export_inference_graph(input_type, pipeline_config, trained_checkpoint_prefix,
@@ -300,16 +293,15 @@ def export_inference_graph(input_type, pipeline_config, trained_checkpoint_prefi
   if not pipeline_config.HasField('model'):
     raise ValueError('pipeline_config has no model section')
   checkpoint_path = variables_helper.resolve_checkpoint_path(trained_checkpoint_prefix)
-  target, temp, saved_model_dir = _target_and_temp(output_directory, serving_version)
-  try:
-    _export_into(temp, saved_model_dir, input_type, pipeline_config, checkpoint_path,
+  target = _export_target(output_directory, serving_version)
+
+  def write(staging_dir):
+    saved_model_dir = (staging_dir if serving_version is not None
+                       else os.path.join(staging_dir, SAVED_MODEL_DIR))
+    _export_into(staging_dir, saved_model_dir, input_type, pipeline_config, checkpoint_path,
                  input_shape, write_inference_graph)
-    if os.path.isdir(target):  # empty (checked above); rename replaces an empty dir
-      os.rmdir(target)
-    os.rename(temp, target)
-  except BaseException:
-    shutil.rmtree(temp, ignore_errors=True)
-    raise
+
+  saved_model_writer.write_atomically(target, write)
   result = target if serving_version is not None else os.path.join(target, SAVED_MODEL_DIR)
   logging.info('Exported %s (input %s) from %s', result, input_type, checkpoint_path)
   return result

@@ -230,6 +230,8 @@ def _train_op(model, total_loss, losses, train_config, num_worker_replicas):
   # one learning rate, whichever path trains it.
   optimizer, summary_vars = optimizer_builder.build_for_training(
       train_config, num_worker_replicas, global_step=global_step)
+  # Lets deploy_config.num_clones > 1 average the clones' gradients (replicate.py).
+  optimizer = tfe.TowerOptimizer(optimizer)
   for var in summary_vars:
     tf.compat.v1.summary.scalar('LearningRate/' + var.op.name.split('/')[-1], var)
   for name in sorted(losses):

@@ -95,7 +95,9 @@ def model_fn(features, labels, mode, params):
   loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
   train_op = None
   if mode == tfe.ModeKeys.TRAIN:
-    train_op = _optimizer(params).minimize(loss, tf.compat.v1.train.get_global_step())
+    # TowerOptimizer lets RunConfig(num_clones=N) combine the clones' updates.
+    train_op = tfe.TowerOptimizer(_optimizer(params)).minimize(
+        loss, tf.compat.v1.train.get_global_step())
   metrics = {'accuracy': tf.compat.v1.metrics.accuracy(labels, predictions['classes'])}
   return tfe.EstimatorSpec(mode, predictions=predictions, loss=loss, train_op=train_op,
                            eval_metric_ops=metrics)

@@ -10,6 +10,7 @@ import glob
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 
@@ -259,10 +260,16 @@ def test_export_saved_model_loads_in_eager_tf2(trained, tmp_path):
   base = str(tmp_path / 'export' / 'Servo')
   assets = tmp_path / 'vocab.txt'
   assets.write_text('a\nb\n')
-  path = est.export_saved_model(base, mnist.serving_input_receiver_fn,
-                                assets_extra={'vocab/vocab.txt': str(assets)})
+  previous_umask = os.umask(0o022)
+  try:
+    path = est.export_saved_model(base, mnist.serving_input_receiver_fn,
+                                  assets_extra={'vocab/vocab.txt': str(assets)})
+  finally:
+    os.umask(previous_umask)
   assert isinstance(path, bytes)
   path = path.decode()
+  # Staged with the umask's mode, as every other output (not mkdtemp's 0700).
+  assert stat.S_IMODE(os.stat(path).st_mode) == 0o755
   assert os.path.dirname(path) == base and len(os.path.basename(path)) == 10
   assert os.listdir(base) == [os.path.basename(path)]  # The temp dir was renamed away.
   assert {'saved_model.pb', 'variables', 'assets.extra'} <= set(os.listdir(path))

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from trainer import estimator as tfe
-from trainer.estimator import saved_model_export
+from trainer.estimator import saved_model
 
 tf.compat.v1.disable_eager_execution()
 
@@ -106,19 +106,19 @@ def test_signature_defs_and_exclusions():
   outputs = {'serving_default': export.PredictOutput({'scores': scores}),
              'classify': export.ClassificationOutput(scores=scores),
              'regress': export.RegressionOutput(scores[:, 0])}
-  sigs = saved_model_export.build_all_signature_defs({'examples': examples}, outputs)
+  sigs = saved_model.build_all_signature_defs({'examples': examples}, outputs)
   assert sigs['serving_default'].method_name == 'tensorflow/serving/predict'
   assert sigs['classify'].method_name == 'tensorflow/serving/classify'
   assert list(sigs['classify'].inputs) == ['inputs']
   assert sigs['regress'].method_name == 'tensorflow/serving/regress'
   # A float input cannot feed classify/regress: those are excluded, predict kept.
-  sigs = saved_model_export.build_all_signature_defs(
+  sigs = saved_model.build_all_signature_defs(
       floats, outputs, receiver_tensors_alternatives={'raw': {'examples': examples}})
   assert set(sigs) == {'serving_default', 'raw:serving_default', 'raw:classify',
                        'raw:regress'}
   assert list(sigs['serving_default'].inputs) == ['input']
   with pytest.raises(ValueError, match='export_outputs must be a dict'):
-    saved_model_export.build_all_signature_defs(floats, [outputs['classify']])
+    saved_model.build_all_signature_defs(floats, [outputs['classify']])
 
 
 if __name__ == '__main__':

@@ -9,6 +9,7 @@ from the checkpoint here.
 
 import os
 import pickle
+import stat
 import subprocess
 import sys
 
@@ -251,6 +252,20 @@ def test_fixed_input_shape_and_inference_graph(trained, tmp_path):
     meta_graph = tf.compat.v1.saved_model.load(sess, [tf.saved_model.SERVING], path)
   shape = meta_graph.signature_def['serving_default'].inputs['inputs'].tensor_shape
   assert [d.size for d in shape.dim] == [-1, CLASSIFIER_SIZE, CLASSIFIER_SIZE, 3]
+
+
+def test_export_directories_get_the_umask_mode_not_0700(trained, tmp_path):
+  config, checkpoint = trained['classifier']
+  previous = os.umask(0o022)
+  try:
+    path = exporter.export_inference_graph('image_tensor', config, checkpoint,
+                                           str(tmp_path / 'model'))
+    version = exporter.export_inference_graph('image_tensor', config, checkpoint,
+                                              str(tmp_path / 'serving'), serving_version=3)
+  finally:
+    os.umask(previous)
+  for directory in (str(tmp_path / 'model'), path, version):
+    assert stat.S_IMODE(os.stat(directory).st_mode) == 0o755, directory
 
 
 def _leftovers(directory):

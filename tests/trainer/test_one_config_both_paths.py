@@ -142,5 +142,23 @@ def test_estimator_path_scales_with_the_worker_replicas_of_tf_config(config_path
   assert rate == pytest.approx(float(shared_rate), rel=1e-6)
 
 
+def test_estimator_trains_the_clones_of_deploy_config(config_path, tmp_path, monkeypatch):
+  monkeypatch.delenv('TF_CONFIG', raising=False)
+  pipeline = config_util.load_pipeline_config(config_path)
+  pipeline.train_config.sync_replicas = False
+  path = config_util.save_pipeline_config(pipeline, str(tmp_path))
+  run_config = tfe.RunConfig(model_dir=str(tmp_path / 'estimator'),
+                             session_config=test_util.session_config(num_cpus=2))
+  d = model_lib.create_estimator_and_inputs(run_config, pipeline_config_path=path)
+  estimator = d['estimator']
+  estimator.train(d['train_input_fn'], max_steps=1)
+  assert estimator.get_variable_value('global_step') == 1
+  with tf.Graph().as_default() as graph:
+    tf.compat.v1.train.import_meta_graph(
+        tf.train.latest_checkpoint(estimator.model_dir) + '.meta', clear_devices=True)
+  scopes = {op.name.split('/')[0] for op in graph.get_operations()}
+  assert {'clone_0', 'clone_1'} <= scopes
+
+
 if __name__ == '__main__':
   sys.exit(pytest.main([__file__, '-q']))

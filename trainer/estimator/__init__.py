@@ -12,6 +12,7 @@ from trainer.estimator import export  # noqa: F401
 from trainer.estimator.estimator import Estimator  # noqa: F401
 from trainer.estimator.model_fn import EstimatorSpec  # noqa: F401
 from trainer.estimator.model_fn import ModeKeys  # noqa: F401
+from trainer.estimator.replicate import TowerOptimizer  # noqa: F401
 from trainer.estimator.run_config import RunConfig  # noqa: F401
 from trainer.estimator.warm_starting import WarmStartSettings  # noqa: F401
 

@@ -38,6 +38,8 @@ import os
 from absl import logging
 import tensorflow as tf
 
+from trainer.estimator import estimator as estimator_lib
+
 _EVENT_FILE_GLOB_PATTERN = 'events.out.tfevents.*'
 STOP_VARIABLE_SCOPE = 'signal_early_stopping'
 STOP_VARIABLE_NAME = STOP_VARIABLE_SCOPE + '/STOP'
@@ -171,7 +173,6 @@ class _CheckForStoppingHook(tf.compat.v1.train.SessionRunHook):
 
 
 def _check_estimator(estimator):
-  from trainer.estimator import estimator as estimator_lib  # cycle: estimator imports us
   if not isinstance(estimator, estimator_lib.Estimator):
     raise TypeError('`estimator` must have type `tf.estimator.Estimator`. '
                     'Got: {}'.format(type(estimator)))

@@ -39,7 +39,7 @@ from absl import logging
 from trainer.estimator import model_fn as model_fn_lib
 from trainer.estimator import replicate
 from trainer.estimator import run_config as run_config_lib
-from trainer.estimator import saved_model_export
+from trainer.estimator import saved_model
 from trainer.estimator import util
 from trainer.estimator import warm_starting
 from trainer.estimator.eval_summaries import write_checkpoint_path_to_summary
@@ -51,9 +51,10 @@ _VALID_MODEL_FN_ARGS = {'features', 'labels', 'mode', 'params', 'self', 'config'
 LOSS_METRIC_KEY = 'loss'
 AVERAGE_LOSS_METRIC_KEY = 'average_loss'
 GLOBAL_STEP_KEY = tf.compat.v1.GraphKeys.GLOBAL_STEP
+# Members a subclass may override: each is a method or property the Estimator
+# really calls through `self`.
 _ALLOWED_OVERRIDES = {'model_fn', '_create_and_assert_global_step', '_export_all_saved_models',
-                      'latest_checkpoint', '_call_input_fn', '_add_meta_graph_for_mode',
-                      '_validate_features_in_predict_input'}
+                      'latest_checkpoint', '_call_input_fn'}
 
 
 def _verify_model_fn_args(model_fn, params):
@@ -587,5 +588,5 @@ class Estimator(object):
           checkpoint_path = tf.train.latest_checkpoint(checkpoint_path)
       else:
         raise ValueError("Couldn't find trained model at {}.".format(self._model_dir))
-    return saved_model_export.export_all(self, export_dir_base, input_receiver_fn_map,
+    return saved_model.export_all(self, export_dir_base, input_receiver_fn_map,
                                          checkpoint_path, assets_extra, as_text)

@@ -45,6 +45,7 @@ from absl import logging
 import tensorflow as tf
 
 from core import checkpoints
+from trainer.estimator import estimator as estimator_lib
 from trainer.estimator import exporter as exporter_lib
 from trainer.estimator import training
 
@@ -113,7 +114,6 @@ class Experiment(object):
     Raises:
       ValueError, TypeError: for invalid arguments, each naming its argument.
     """
-    from trainer.estimator import estimator as estimator_lib  # cycle through __init__
     if not isinstance(estimator, estimator_lib.Estimator):
       raise TypeError('Experiment: estimator must be a tfe.Estimator, got %s'
                       % type(estimator).__name__)

@@ -26,6 +26,7 @@ import inspect
 from absl import logging
 
 from trainer.estimator import experiment as experiment_lib
+from trainer.estimator import run_config as run_config_lib
 
 _DEFAULT_SCHEDULES = {
     'chief': 'train_and_evaluate',
@@ -119,7 +120,6 @@ def run(experiment_fn, output_dir=None, schedule=None, run_config=None, hparams=
                        'given; got %s%s' % (getattr(experiment_fn, '__name__', experiment_fn),
                                             inspect.signature(experiment_fn)))
     if run_config is None:
-      from trainer.estimator import run_config as run_config_lib  # cycle through __init__
       run_config = run_config_lib.RunConfig()
     experiment = experiment_fn(run_config=run_config, hparams=hparams)
   if not isinstance(experiment, experiment_lib.Experiment):

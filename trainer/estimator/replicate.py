@@ -18,13 +18,15 @@ export call the model_fn once, as usual):
 2. `model_deploy.create_clones` calls the model_fn once per clone, on the
    clone's device and under name scope `clone_<i>`, with variables shared
    (created on the variables device by clone 0, reused by the others).
-3. While a clone's model_fn runs, `tf.compat.v1.train.Optimizer.apply_gradients`
-   is intercepted: the user's usual `optimizer.minimize(loss, global_step)`
-   (or `compute_gradients` + clipping + `apply_gradients`, or
+3. The model_fn builds its train op through a `TowerOptimizer` wrapping its
+   usual optimizer: `optimizer.minimize(loss, global_step)` (or
+   `compute_gradients` + clipping + `apply_gradients`, or
    `slim.learning.create_train_op`) still computes that clone's gradients on
-   the clone's device, but instead of updating variables the call records
-   `(optimizer, grads_and_vars)` and returns a no-op. So no model_fn changes
-   are needed, and no per-clone optimizer slots are created.
+   the clone's device, but while a clone is being built the wrapper records
+   `(optimizer, grads_and_vars)` and returns a no-op instead of updating
+   variables. Outside clone building (one clone, evaluation, a plain
+   Estimator) the wrapper is transparent. No per-clone optimizer slots are
+   created.
 4. The recorded gradients are averaged over clones per variable (the
    gradient of the mean loss over the global batch, so N clones train like
    one clone on the whole batch) and applied once with clone 0's optimizer
@@ -36,11 +38,18 @@ export call the model_fn once, as usual):
    losses and the training hooks, chief hooks and scaffold of clone 0;
    summaries of clones 1..N-1 are dropped (model_deploy keeps clone 0's).
 
-Requirements: the model_fn must build its train op with a
-`tf.compat.v1.train.Optimizer` whose class does not override
-`apply_gradients` (all built-in v1 optimizers qualify; wrappers such as
-SyncReplicasOptimizer do not). variable_update='replicated' is not
-supported here.
+    def model_fn(features, labels, mode, params):
+      ...
+      optimizer = tfe.TowerOptimizer(tf.compat.v1.train.MomentumOptimizer(0.01, 0.9))
+      train_op = optimizer.minimize(loss, tf.compat.v1.train.get_global_step())
+
+Requirements: the model_fn wraps its `tf.compat.v1.train.Optimizer` in
+`TowerOptimizer`, as `tf.contrib.estimator.replicate_model_fn` required.
+variable_update='replicated' is not supported here.
+
+Differs on purpose from tf.contrib: the model_fn is called once per clone by
+`model_deploy.create_clones` (not wrapped by `replicate_model_fn`), and the
+gradients are averaged, so the loss need not be rescaled by the user.
 """
 
 import contextlib
@@ -52,25 +61,65 @@ from trainer.estimator import model_fn as model_fn_lib
 _Optimizer = tf.compat.v1.train.Optimizer
 
 
+# The record of the clone being built (a list), or None outside clone building.
+_recording = []
+
+
 @contextlib.contextmanager
-def _deferred_apply_gradients(record):
-  """Within the block, Optimizer.apply_gradients records its call and does nothing.
+def _recording_gradients(record):
+  """While the block runs, `TowerOptimizer.apply_gradients` appends to `record`.
 
   Args:
     record: a list receiving (optimizer, grads_and_vars, global_step) tuples.
   """
-  original = _Optimizer.apply_gradients
-
-  def deferred(self, grads_and_vars, global_step=None, name=None):
-    del name
-    record.append((self, list(grads_and_vars), global_step))
-    return tf.no_op(name='deferred_apply_gradients')
-
-  _Optimizer.apply_gradients = deferred
+  _recording.append(record)
   try:
     yield
   finally:
-    _Optimizer.apply_gradients = original
+    _recording.pop()
+
+
+class TowerOptimizer(_Optimizer):
+  """Wraps a model_fn's optimizer so that clones can share one update.
+
+  While `build_clones` builds a clone, `apply_gradients` records the clone's
+  gradients and returns a no-op; `build_clones` then applies their average
+  once. At any other time every call goes to the wrapped optimizer.
+  """
+
+  def __init__(self, optimizer):
+    """Wraps `optimizer`.
+
+    Args:
+      optimizer: a `tf.compat.v1.train.Optimizer`.
+
+    Raises:
+      TypeError: if `optimizer` is not a v1 Optimizer.
+    """
+    if not isinstance(optimizer, _Optimizer):
+      raise TypeError('TowerOptimizer wraps a tf.compat.v1.train.Optimizer, got %r'
+                      % (optimizer,))
+    super().__init__(use_locking=False, name='TowerOptimizer')
+    self._optimizer = optimizer
+
+  def compute_gradients(self, *args, **kwargs):
+    return self._optimizer.compute_gradients(*args, **kwargs)
+
+  def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+    if not _recording:
+      return self._optimizer.apply_gradients(grads_and_vars, global_step=global_step,
+                                             name=name)
+    _recording[-1].append((self._optimizer, list(grads_and_vars), global_step))
+    return tf.no_op(name='deferred_apply_gradients')
+
+  def get_slot(self, *args, **kwargs):
+    return self._optimizer.get_slot(*args, **kwargs)
+
+  def get_slot_names(self, *args, **kwargs):
+    return self._optimizer.get_slot_names(*args, **kwargs)
+
+  def variables(self):
+    return self._optimizer.variables()
 
 
 def _split_one(value, num_splits):
@@ -174,16 +223,16 @@ def build_clones(estimator, features, labels, deploy_config):
   def clone_fn():
     index = len(specs)
     record = []
-    with _deferred_apply_gradients(record):
+    with _recording_gradients(record):
       spec = estimator._call_model_fn(  # pylint: disable=protected-access
           feature_parts[index], label_parts[index], model_fn_lib.ModeKeys.TRAIN,
           estimator.config)
     if not record:
       raise ValueError(
           'Estimator with num_clones=%d: the model_fn built its train_op without '
-          'tf.compat.v1.train.Optimizer.apply_gradients/minimize in clone %d, so the '
-          'clones\' gradients cannot be combined. Build train_op with a v1 optimizer '
-          '(e.g. optimizer.minimize(loss, global_step)).' % (num_clones, index))
+          'TowerOptimizer.apply_gradients/minimize in clone %d, so the clones\' gradients '
+          'cannot be combined. Wrap the model_fn\'s optimizer: '
+          'tfe.TowerOptimizer(optimizer).minimize(loss, global_step).' % (num_clones, index))
     specs.append(spec)
     records.append(record[-1])
     return spec

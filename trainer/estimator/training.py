@@ -42,6 +42,7 @@ import tensorflow as tf
 from deployment import cluster as cluster_lib
 from trainer import cluster_roles
 from trainer.estimator import early_stopping
+from trainer.estimator import estimator as estimator_lib
 from trainer.estimator import exporter as exporter_lib
 
 _WORKERS_DONE_QUEUE = 'slimtrain_estimator_workers_done'
@@ -187,7 +188,6 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
     ValueError: for an unusable task configuration.
     RuntimeError: when no checkpoint could be evaluated in local mode.
   """
-  from trainer.estimator import estimator as estimator_lib  # cycle: __init__ imports us
   if not isinstance(estimator, estimator_lib.Estimator):
     raise TypeError('`estimator` must have type `tf.estimator.Estimator`. '
                     'Got: {}'.format(type(estimator)))

@@ -1,12 +1,17 @@
-"""Writing an Estimator's SavedModel: signatures, temp dir, rename.
+"""An Estimator's SavedModel: one MetaGraph per mode, with its signatures.
 
-`Estimator.export_saved_model` lands here. For each mode in the receiver map
-(PREDICT for a serving export) a fresh graph is built from the receiver's
-features and the model_fn, the checkpoint is restored into it, and one
-MetaGraph (tag `serve`) with one SignatureDef per `export_outputs` key is
-added. The first mode also saves the variables. Everything is written to
-`<base>/temp-<timestamp>` and renamed to `<base>/<timestamp>` at the end, so
-a reader never sees a half-written export.
+`Estimator.export_saved_model` (and so every Exporter) lands here. For each
+mode in the receiver map (PREDICT for a serving export) a fresh graph is built
+from the receiver's features and the model_fn, the checkpoint is restored into
+it, and one MetaGraph (tag `serve`) with one SignatureDef per `export_outputs`
+key is added; the first mode also saves the variables. The directory is
+staged as `<base>/temp-<timestamp>` and renamed to `<base>/<timestamp>` by
+`core.saved_model_writer`, the writer `trainer.exporter` uses too, so a reader
+never sees a half-written export.
+
+    export_dir = saved_model.export_all(
+        estimator, '/tmp/model/export/Servo', {ModeKeys.PREDICT: receiver_fn},
+        estimator.latest_checkpoint())
 
 Signature rules (tf.estimator's): a receiver's alternatives give extra
 signatures named `<receiver>:<output key>`; an output that cannot be built
@@ -20,6 +25,7 @@ import os
 import tensorflow as tf
 from absl import logging
 
+from core import saved_model_writer
 from trainer.estimator import model_fn as model_fn_lib
 from trainer.estimator import util
 from trainer.estimator.export import export as export_lib
@@ -144,22 +150,22 @@ def export_all(estimator, export_dir_base, input_receiver_fn_map, checkpoint_pat
     The export directory (bytes).
   """
   export_dir = util.get_timestamped_export_dir(export_dir_base)
-  temp_export_dir = util.get_temp_export_dir(export_dir)
-  if tf.io.gfile.exists(temp_export_dir):
-    tf.io.gfile.rmtree(temp_export_dir)  # Left over by a crashed export.
-  builder = tf.compat.v1.saved_model.Builder(temp_export_dir)
-  save_variables = True
-  for mode in (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT):
-    if mode in input_receiver_fn_map:
-      _add_meta_graph_for_mode(estimator, builder, input_receiver_fn_map[mode],
-                               checkpoint_path, save_variables, mode)
-      save_variables = False
-  if save_variables:
+  modes = [m for m in (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT)
+           if m in input_receiver_fn_map]
+  if not modes:
     raise ValueError('No valid modes for exporting found. Got {}.'.format(
         list(input_receiver_fn_map)))
-  builder.save(as_text)
-  if assets_extra:
-    _copy_assets_extra(temp_export_dir, assets_extra)
-  tf.io.gfile.rename(temp_export_dir, export_dir)
+
+  def write(staging_dir):
+    builder = tf.compat.v1.saved_model.Builder(staging_dir)
+    for index, mode in enumerate(modes):
+      _add_meta_graph_for_mode(estimator, builder, input_receiver_fn_map[mode],
+                               checkpoint_path, index == 0, mode)
+    builder.save(as_text)
+    if assets_extra:
+      _copy_assets_extra(staging_dir, assets_extra)
+
+  saved_model_writer.write_atomically(export_dir, write,
+                                      staging_dir=util.get_temp_export_dir(export_dir))
   logging.info('SavedModel written to: %s', tf.compat.as_str_any(export_dir))
   return export_dir
