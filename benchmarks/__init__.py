@@ -1,3 +1,13 @@
-"""Throughput and scaling benchmarks of slimtrain (not tests); see RESULTS.md."""
+"""Throughput and scaling benchmarks of slimtrain (not tests); results in RESULTS.md.
+
+Map:
+
+* `overhead.py`: the framework's per-step cost against a bare Session loop.
+* `input_pipeline.py`: BatchQueue + prefetch against a plain tf.data pipeline.
+* `clone_scaling.py`: images/sec with 1, 2 and 4 clones per variable_update mode.
+* `distributed.py`: 1 and 2 workers with a ps on loopback, sync and async.
+* `gpu_throughput.py`: ResNet-50 training throughput on one GPU.
+* `bench_util.py`: the timing protocol, tables, synthetic data and models they share.
+"""
 
 from core import compat  # noqa: F401  (must run before tf_slim is used)

@@ -1,3 +1,18 @@
-"""deployment package of slimtrain."""
+"""Deployment: where each part of a training step runs, and who does what in a cluster.
+
+Start with `model_deploy.py` (TF-Slim's `DeploymentConfig`, `create_clones`,
+`optimize_clones`, `deploy`).
+
+Map:
+
+* `model_deploy.py`: clones on devices, gradients summed on the variables
+  device, variables on parameter servers.
+* `device_setters.py`: the device functions that place variables on ps tasks
+  (round robin or greedy by size, resource variables included).
+* `replicated.py`: `variable_update='replicated'`, one copy of the model per
+  clone kept equal by all-reduce.
+* `cluster.py`: TF_CONFIG -> `ClusterConfig` (cluster spec, task, chief,
+  server); `exit_codes.py`: what each process exit status means.
+"""
 
 from core import compat  # noqa: F401  (must run before tf_slim is used)

@@ -1,3 +1,13 @@
-"""tools package of slimtrain."""
+"""Dataset writers: images and annotations in, sharded TFRecords out.
+
+Map:
+
+* `create_shapes_tf_record.py`: the synthetic shapes detection dataset (the
+  demo's and the tests' data).
+* `create_tf_record.py`: a folder of images with Pascal VOC or COCO
+  annotations.
+* `dataset_util.py`: what both share (tf.Example features, image codec,
+  shard names).
+"""
 
 from core import compat  # noqa: F401  (must run before tf_slim is used)

@@ -2,7 +2,24 @@
 
 `tf.estimator.X` ports as `tfe.X` (Estimator, EstimatorSpec, ModeKeys,
 RunConfig, WarmStartSettings, export.*, TrainSpec, EvalSpec,
-train_and_evaluate, exporters, experimental early-stopping hooks).
+train_and_evaluate, exporters, experimental early-stopping hooks). Start with
+`estimator.py`, then `training.py` for `train_and_evaluate`.
+
+Map:
+
+* The Estimator: `estimator.py` (train / evaluate / predict / export),
+  `model_fn.py` (`ModeKeys`, `EstimatorSpec`), `run_config.py` (`RunConfig`,
+  TF_CONFIG), `util.py` (small shared helpers), `eval_summaries.py` (eval
+  events), `warm_starting.py` (`WarmStartSettings`), `replicate.py` (several
+  clones per step, `TowerOptimizer`).
+* Exporting: `export/` (serving receivers and export outputs, `tfe.export`),
+  `saved_model.py` (an Estimator's SavedModel: MetaGraphs and signatures),
+  `exporter.py` (`FinalExporter`, `LatestExporter`, `BestExporter`).
+* Training and evaluating together: `training.py` (`TrainSpec`, `EvalSpec`,
+  `train_and_evaluate`), `early_stopping.py` and `experimental.py` (the stop
+  hooks).
+* tf.contrib.learn / tf.contrib.training names: `experiment.py`,
+  `learn_runner.py`, `hparams.py`.
 """
 
 from core import compat  # noqa: F401  (must run before tf_slim is used)

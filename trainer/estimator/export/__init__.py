@@ -1,4 +1,15 @@
-"""`tfe.export`: serving receivers and export outputs (tf.estimator.export names)."""
+"""`tfe.export`: serving receivers and export outputs (tf.estimator.export names).
+
+Map:
+
+* `export.py`: what a serving input function returns (`ServingInputReceiver`,
+  `TensorServingInputReceiver`, ...) and the `build_*_serving_input_receiver_fn`
+  helpers.
+* `export_output.py`: what a model_fn exports per signature
+  (`PredictOutput`, `ClassificationOutput`, `RegressionOutput`).
+
+The SavedModel itself is written by `trainer/estimator/saved_model.py`.
+"""
 
 from trainer.estimator.export.export import (  # noqa: F401
     ServingInputReceiver, SupervisedInputReceiver, TensorServingInputReceiver,
