@@ -19,11 +19,11 @@ import tensorflow as tf
 
 
 def prefetch(tensor_dict, capacity):
-  """Creates a prefetch queue for tensors.
+  """Keeps up to `capacity` values of `tensor_dict` ready in a background queue.
 
   Args:
     tensor_dict: a dict of tensors to prefetch (static ranks must be known).
-    capacity: the size of the prefetch queue.
+    capacity: how many values the queue holds at most.
 
   Returns:
     a PaddingFIFOQueue whose dequeue() returns a dict with tensor_dict's keys.
@@ -35,15 +35,16 @@ def prefetch(tensor_dict, capacity):
     raise ValueError('prefetch needs a non-empty tensor_dict.')
   if capacity < 1:
     raise ValueError('prefetch capacity must be >= 1, got %r' % capacity)
-  names = list(tensor_dict.keys())
-  dtypes = [t.dtype for t in tensor_dict.values()]
-  shapes = [t.get_shape() for t in tensor_dict.values()]
-  prefetch_queue = tf.queue.PaddingFIFOQueue(
-      capacity, dtypes=dtypes, shapes=shapes, names=names, name='prefetch_queue')
-  enqueue_op = prefetch_queue.enqueue(tensor_dict)
-  tf.compat.v1.train.queue_runner.add_queue_runner(
-      tf.compat.v1.train.queue_runner.QueueRunner(prefetch_queue, [enqueue_op]))
-  tf.compat.v1.summary.scalar(
-      'queue/%s/fraction_of_%d_full' % (prefetch_queue.name, capacity),
-      tf.cast(prefetch_queue.size(), dtype=tf.float32) * (1. / capacity))
-  return prefetch_queue
+  keys = sorted(tensor_dict)
+  queue = tf.queue.PaddingFIFOQueue(
+      capacity,
+      dtypes=[tensor_dict[k].dtype for k in keys],
+      shapes=[tensor_dict[k].get_shape() for k in keys],
+      names=keys, name='prefetch_queue')
+  runner = tf.compat.v1.train.queue_runner.QueueRunner(queue, [queue.enqueue(tensor_dict)])
+  tf.compat.v1.train.queue_runner.add_queue_runner(runner)
+  # TensorBoard shows how full the queue stays: near 0 means input-bound.
+  fullness = tf.cast(queue.size(), tf.float32) / float(capacity)
+  tf.compat.v1.summary.scalar('queue/%s/fraction_of_%d_full' % (queue.name, capacity),
+                              fullness)
+  return queue

@@ -88,16 +88,6 @@ Clone = collections.namedtuple('Clone', ['outputs', 'scope', 'device'])
 DeployedModel = collections.namedtuple(
     'DeployedModel', ['train_op', 'summary_op', 'total_loss', 'clones'])
 
-# Default parameters for DeploymentConfig (as in slim).
-_deployment_params = {'num_clones': 1,
-                      'clone_on_cpu': False,
-                      'replica_id': 0,
-                      'num_replicas': 1,
-                      'num_ps_tasks': 0,
-                      'worker_job_name': 'worker',
-                      'ps_job_name': 'ps'}
-
-
 def _variables_getter(variables_device):
   """A custom getter creating every variable under `variables_device`."""
   def getter(getter, name, *args, **kwargs):
@@ -107,20 +97,24 @@ def _variables_getter(variables_device):
 
 
 def create_clones(config, model_fn, args=None, kwargs=None):
-  """Creates `config.num_clones` clones by calling `model_fn`.
+  """Builds the model once per clone that `config` asks for.
 
-  Losses made by `model_fn` must go to `tf.compat.v1.GraphKeys.LOSSES`; a
-  clone's losses, summaries and update ops are
-  `tf.compat.v1.get_collection(key, clone.scope)`.
+  Each call `model_fn(*args, **kwargs)` runs on the clone's device and inside
+  the clone's name scope, and shares the variables of the first call. The
+  losses `model_fn` should leave in `tf.compat.v1.GraphKeys.LOSSES`; later,
+  `tf.compat.v1.get_collection(key, clone.scope)` finds one clone's losses,
+  summaries or update ops. With ps tasks the variables land on the ps job
+  and the clone's ops on this worker.
 
   Args:
-    config: A `DeploymentConfig` object.
-    model_fn: A callable. Called as `model_fn(*args, **kwargs)`.
-    args: Optional list of arguments to pass to `model_fn`.
-    kwargs: Optional dict of keyword arguments to pass to `model_fn`.
+    config: the `DeploymentConfig`.
+    model_fn: the function that builds the model; its return value becomes
+      `Clone.outputs`.
+    args: positional arguments for every call of `model_fn` (default none).
+    kwargs: keyword arguments for every call of `model_fn` (default none).
 
   Returns:
-    A list of namedtuples `Clone`.
+    One `Clone(outputs, scope, device)` per clone, in clone order.
   """
   clones = []
   args = args or []
@@ -132,8 +126,7 @@ def create_clones(config, model_fn, args=None, kwargs=None):
         [config.clone_device(i) for i in range(config.num_clones)],
         variables_device, all_reduce=config.all_reduce)
   with slim.arg_scope([slim.model_variable, slim.variable], device=variables_device):
-    # Create clones.
-    for i in range(0, config.num_clones):
+    for i in range(config.num_clones):
       with tf.compat.v1.name_scope(config.clone_scope(i)) as clone_scope:
         clone_device = config.clone_device(i)
         getter = (replicator.custom_getter(i) if replicator
@@ -153,90 +146,100 @@ def create_clones(config, model_fn, args=None, kwargs=None):
 
 
 def _gather_clone_loss(clone, num_clones, regularization_losses):
-  """Returns clone loss / num_clones (+ regularization_losses), or None."""
-  sum_loss = None
-  clone_loss = None
-  regularization_loss = None
+  """One clone's share of the objective, or None when it has no losses at all.
+
+  The clone's own losses count 1/num_clones each (their sum is the mean over
+  clones); the regularization losses are added in full, by the caller to one
+  clone only.
+
+  Args:
+    clone: a `Clone`.
+    num_clones: how many clones share the batch.
+    regularization_losses: losses to add to this clone's (possibly empty).
+
+  Returns:
+    A scalar tensor, or None.
+  """
+  parts = []
+  summaries = []
   with tf.compat.v1.device(clone.device):
-    all_losses = []
-    clone_losses = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.LOSSES, clone.scope)
-    if clone_losses:
-      clone_loss = tf.add_n(clone_losses, name='clone_loss')
+    own_losses = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.LOSSES, clone.scope)
+    if own_losses:
+      clone_loss = tf.add_n(own_losses, name='clone_loss')
       if num_clones > 1:
         clone_loss = tf.compat.v1.div(clone_loss, 1.0 * num_clones, name='scaled_clone_loss')
-      all_losses.append(clone_loss)
+      parts.append(clone_loss)
+      summaries.append(('Losses/clone_loss', clone_loss))
     if regularization_losses:
-      regularization_loss = tf.add_n(regularization_losses, name='regularization_loss')
-      all_losses.append(regularization_loss)
-    if all_losses:
-      sum_loss = tf.add_n(all_losses)
-  # Summaries stay off the clone device.
-  if clone_loss is not None:
-    tf.compat.v1.summary.scalar('Losses/clone_loss', clone_loss)
-  if regularization_loss is not None:
-    tf.compat.v1.summary.scalar('Losses/regularization_loss', regularization_loss)
-  return sum_loss
+      regularization = tf.add_n(regularization_losses, name='regularization_loss')
+      parts.append(regularization)
+      summaries.append(('Losses/regularization_loss', regularization))
+    clone_total = tf.add_n(parts) if parts else None
+  # Summary ops are CPU-only; build them outside the clone's (GPU) device.
+  for tag, value in summaries:
+    tf.compat.v1.summary.scalar(tag, value)
+  return clone_total
 
 
-def _optimize_clone(optimizer, clone, num_clones, regularization_losses, **kwargs):
-  """Returns (clone loss or None, its grads_and_vars or None)."""
-  sum_loss = _gather_clone_loss(clone, num_clones, regularization_losses)
-  clone_grad = None
-  if sum_loss is not None:
-    with tf.compat.v1.device(clone.device):
-      clone_grad = optimizer.compute_gradients(sum_loss, **kwargs)
-  return sum_loss, clone_grad
+def _clone_losses_and_gradients(clones, regularization_losses, gradient_fn=None):
+  """Walks the clones in order; returns [(clone index, loss, gradients or None)].
+
+  Regularization goes to the first clone only, whether or not it has losses
+  of its own, so it is counted exactly once.
+  """
+  results = []
+  for index, clone in enumerate(clones):
+    with tf.compat.v1.name_scope(clone.scope):
+      loss = _gather_clone_loss(clone, len(clones), regularization_losses)
+      regularization_losses = None
+      if loss is None:
+        continue
+      grads = None
+      if gradient_fn is not None:
+        with tf.compat.v1.device(clone.device):
+          grads = gradient_fn(index, loss)
+      results.append((index, loss, grads))
+  return results
 
 
 def optimize_clones(clones, optimizer, regularization_losses=None, **kwargs):
-  """Compute clone losses and gradients for the given list of `Clones`.
+  """Losses and gradients of every clone, combined into one update.
 
-  Note: The regularization_losses are added to the first clone losses.
+  Each clone's gradients are computed on its own device from its share of
+  the loss (see `create_clones`); the regularization losses are added once,
+  to the first clone.
 
   Args:
-   clones: List of `Clones` created by `create_clones()`.
-   optimizer: An `Optimizer` object.
-   regularization_losses: Optional list of regularization losses. If None it
-     will gather them from tf.GraphKeys.REGULARIZATION_LOSSES. Pass `[]` to
-     exclude them.
-   **kwargs: Optional list of keyword arguments to pass to `compute_gradients`.
+    clones: the list `create_clones` returned.
+    optimizer: the optimizer whose `compute_gradients` is used.
+    regularization_losses: losses added once; None takes the whole
+      `tf.compat.v1.GraphKeys.REGULARIZATION_LOSSES` collection, `[]` none.
+    **kwargs: passed on to `optimizer.compute_gradients` (e.g. `var_list`).
 
   Returns:
-   A tuple (total_loss, grads_and_vars).
-     - total_loss: A Tensor containing the average of the clone losses including
-       the regularization loss.
-     - grads_and_vars: A List of tuples (gradient, variable) containing the sum
-       of the gradients for each variable. In replicated mode the variables are
-       clone 0's copies (the original variables) and each gradient is the
-       all-reduced one; pass the list to `apply_gradients`.
+    `(total_loss, grads_and_vars)`: the loss of the whole batch (mean of the
+    clones' losses plus the regularization), and one `(gradient, variable)`
+    pair per variable with the gradients summed over clones. In replicated
+    mode the variables are clone 0's copies (the original variables) and each
+    gradient is the all-reduced one; pass the list to `apply_gradients`.
   """
-  grads_and_vars = []
-  clones_losses = []
-  num_clones = len(clones)
   replicator = replicated.find(clones)
   if regularization_losses is None:
     regularization_losses = tf.compat.v1.get_collection(
         tf.compat.v1.GraphKeys.REGULARIZATION_LOSSES)
-  for index, clone in enumerate(clones):
-    with tf.compat.v1.name_scope(clone.scope):
-      clone_kwargs = dict(kwargs)
-      if replicator is not None:
-        clone_kwargs['var_list'] = replicator.var_list(index, kwargs.get('var_list'))
-      clone_loss, clone_grad = _optimize_clone(
-          optimizer, clone, num_clones, regularization_losses, **clone_kwargs)
-      if clone_loss is not None:
-        clones_losses.append(clone_loss)
-        grads_and_vars.append((index, clone_grad))
-      # Only use regularization_losses for the first clone
-      regularization_losses = None
-  # Compute the total_loss summing all the clones_losses.
-  total_loss = tf.add_n(clones_losses, name='total_loss')
-  # Sum the gradients across clones.
+
+  def gradients(index, loss):
+    clone_kwargs = dict(kwargs)
+    if replicator is not None:
+      clone_kwargs['var_list'] = replicator.var_list(index, kwargs.get('var_list'))
+    return optimizer.compute_gradients(loss, **clone_kwargs)
+
+  results = _clone_losses_and_gradients(clones, regularization_losses, gradients)
+  total_loss = tf.add_n([loss for _, loss, _ in results], name='total_loss')
   if replicator is not None:
-    grads_and_vars = replicator.reduce_gradients(grads_and_vars)
-  else:
-    grads_and_vars = _sum_clones_gradients([grads for _, grads in grads_and_vars])
-  return total_loss, grads_and_vars
+    return total_loss, replicator.reduce_gradients(
+        [(index, grads) for index, _, grads in results])
+  return total_loss, _sum_clones_gradients([grads for _, _, grads in results])
 
 
 def apply_gradients(clones, optimizer, grads_and_vars, global_step=None, name=None):
@@ -298,126 +301,124 @@ def variable_copies(clones):
 
 
 def _sum_clones_gradients(clone_grads):
-  """Sums each variable's gradients over clones (already scaled by 1/N).
+  """Adds up the clones' gradients variable by variable.
+
+  The clones' losses are already divided by the number of clones, so the sum
+  is the gradient of the mean loss.
 
   Args:
-    clone_grads: one list of (gradient, variable) per clone, same order.
+    clone_grads: one list of (gradient, variable) per clone, all in the same
+      variable order.
 
   Returns:
-    List of (summed gradient, variable); variables without gradient dropped.
+    One (gradient, variable) per variable that got a gradient from any clone.
+
+  Raises:
+    ValueError: if the clones list their variables differently.
   """
-  sum_grads = []
-  for grad_and_vars in zip(*clone_grads):
-    grads = []
-    var = grad_and_vars[0][1]
-    for g, v in grad_and_vars:
-      if v is not var:
-        raise ValueError('clones list different variables: %s vs %s' % (
-            var.op.name, v.op.name))
-      if g is not None:
-        grads.append(g)
-    if grads:
-      if len(grads) > 1:
-        sum_grad = tf.add_n(grads, name=var.op.name + '/sum_grads')
-      else:
-        sum_grad = grads[0]
-      sum_grads.append((sum_grad, var))
-  return sum_grads
+  summed = []
+  for per_clone in zip(*clone_grads):
+    variable = per_clone[0][1]
+    if any(v is not variable for _, v in per_clone):
+      other = next(v for _, v in per_clone if v is not variable)
+      raise ValueError('clones list different variables: %s vs %s' % (
+          variable.op.name, other.op.name))
+    grads = [g for g, _ in per_clone if g is not None]
+    if len(grads) == 1:
+      summed.append((grads[0], variable))
+    elif grads:
+      summed.append((tf.add_n(grads, name=variable.op.name + '/sum_grads'), variable))
+  return summed
 
 
 def _add_gradients_summaries(grads_and_vars):
-  """Adds (and returns) histograms of each gradient and of its norm."""
+  """Histograms of each gradient (`<var>:gradient`) and its norm (`:gradient_norm`).
+
+  Returns:
+    The summary ops (they are in the SUMMARIES collection too).
+  """
   summaries = []
   for grad, var in grads_and_vars:
-    if grad is not None:
-      if isinstance(grad, tf.IndexedSlices):
-        grad_values = grad.values
-      else:
-        grad_values = grad
-      summaries.append(tf.compat.v1.summary.histogram(
-          var.op.name + ':gradient', grad_values))
-      summaries.append(tf.compat.v1.summary.histogram(
-          var.op.name + ':gradient_norm', tf.linalg.global_norm([grad_values])))
-    else:
+    if grad is None:
       tf.compat.v1.logging.info('Var %s has no gradient', var.op.name)
+      continue
+    values = grad.values if isinstance(grad, tf.IndexedSlices) else grad
+    summaries.append(tf.compat.v1.summary.histogram(var.op.name + ':gradient', values))
+    summaries.append(tf.compat.v1.summary.histogram(
+        var.op.name + ':gradient_norm', tf.linalg.global_norm([values])))
   return summaries
+
+
+def _training_op(config, clones, optimizer, update_ops, summaries, summarize_gradients):
+  """The train op of `deploy`: every update, then the total loss.
+
+  Returns:
+    (train_op or None when nothing has gradients, total_loss).
+  """
+  with tf.compat.v1.device(config.variables_device()):
+    global_step = slim.get_or_create_global_step()
+  total_loss, grads_and_vars = optimize_clones(clones, optimizer)
+  if not grads_and_vars:
+    return None, total_loss
+  if summarize_gradients:
+    summaries.update(_add_gradients_summaries(grads_and_vars))
+  updates = update_ops + [apply_gradients(clones, optimizer, grads_and_vars,
+                                          global_step=global_step)]
+  with tf.control_dependencies([tf.group(*updates)]):
+    return tf.identity(total_loss, name='train_op'), total_loss
+
+
+def _evaluation_loss(clones):
+  """The total loss of all clones without gradients (deploy without optimizer)."""
+  regularization_losses = tf.compat.v1.get_collection(
+      tf.compat.v1.GraphKeys.REGULARIZATION_LOSSES)
+  losses = [loss for _, loss, _ in _clone_losses_and_gradients(clones, regularization_losses)]
+  return tf.add_n(losses, name='total_loss') if losses else None
 
 
 def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
            summarize_gradients=False):
-  """Deploys a Slim-constructed model across multiple clones.
+  """Builds the clones and, with an optimizer, the op that trains them.
 
-  `model_fn` is called `config.num_clones` times as `model_fn(*args,
-  **kwargs)`. With an `optimizer` the model is set up for training (train op
-  named `train_op`); without one only `total_loss` is built (evaluation).
+  `create_clones` builds the model once per clone. With `optimizer` the
+  clones' gradients are combined by `optimize_clones` and applied together
+  with the first clone's update ops (batch-norm statistics) by one op named
+  `train_op`; without it only the total loss is built, e.g. for evaluation.
+  The summary op merges the summaries made before the call, the first
+  clone's, the total loss and, on request, the gradient histograms.
 
   Args:
-    config: A `DeploymentConfig` object.
-    model_fn: A callable. Called as `model_fn(*args, **kwargs)`.
-    args: Optional list of arguments to pass to `model_fn`.
-    kwargs: Optional dict of keyword arguments to pass to `model_fn`.
-    optimizer: Optional `Optimizer` object. If passed the model is deployed
-      for training with that optimizer.
-    summarize_gradients: Whether or not add summaries to the gradients.
+    config: the `DeploymentConfig`.
+    model_fn: builds the model; called as `model_fn(*args, **kwargs)` per clone.
+    args: positional arguments for `model_fn`.
+    kwargs: keyword arguments for `model_fn`.
+    optimizer: a `tf.compat.v1.train.Optimizer`, or None for no training op.
+    summarize_gradients: add histograms of the gradients and their norms.
 
   Returns:
-    A `DeployedModel` namedtuple.
+    `DeployedModel(train_op, summary_op, total_loss, clones)`; `train_op`
+    is None without an optimizer, `summary_op` None when there is nothing
+    to summarize.
   """
-  # Gather initial summaries.
   summaries = set(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SUMMARIES))
-
-  # Create Clones.
   clones = create_clones(config, model_fn, args, kwargs)
-  first_clone = clones[0]
-
-  # Gather update_ops from the first clone. These contain, for example,
-  # the updates for the batch_norm variables created by model_fn.
-  update_ops = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS,
-                                           first_clone.scope)
-
+  first_scope = clones[0].scope
+  # Update ops of one clone suffice: every clone would apply the same
+  # statistics updates to the shared variables.
+  update_ops = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS, first_scope)
   train_op = None
-  total_loss = None
   with tf.compat.v1.device(config.optimizer_device()):
     if optimizer:
-      # Place the global step on the device storing the variables.
-      with tf.compat.v1.device(config.variables_device()):
-        global_step = slim.get_or_create_global_step()
-
-      # Compute the gradients for the clones.
-      total_loss, clones_gradients = optimize_clones(clones, optimizer)
-
-      if clones_gradients:
-        if summarize_gradients:
-          summaries |= set(_add_gradients_summaries(clones_gradients))
-        grad_updates = apply_gradients(clones, optimizer, clones_gradients,
-                                       global_step=global_step)
-        update_ops.append(grad_updates)
-        update_op = tf.group(*update_ops)
-        with tf.control_dependencies([update_op]):
-          train_op = tf.identity(total_loss, name='train_op')
+      train_op, total_loss = _training_op(config, clones, optimizer, update_ops, summaries,
+                                          summarize_gradients)
     else:
-      clones_losses = []
-      regularization_losses = tf.compat.v1.get_collection(
-          tf.compat.v1.GraphKeys.REGULARIZATION_LOSSES)
-      for clone in clones:
-        with tf.compat.v1.name_scope(clone.scope):
-          clone_loss = _gather_clone_loss(clone, len(clones), regularization_losses)
-          if clone_loss is not None:
-            clones_losses.append(clone_loss)
-          regularization_losses = None  # first clone only
-      if clones_losses:
-        total_loss = tf.add_n(clones_losses, name='total_loss')
-
-    # Summaries of the first clone (model_fn's and the clone loss).
-    summaries |= set(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SUMMARIES,
-                                                 first_clone.scope))
+      total_loss = _evaluation_loss(clones)
+    summaries.update(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SUMMARIES,
+                                                 first_scope))
     if total_loss is not None:
       summaries.add(tf.compat.v1.summary.scalar('total_loss', total_loss))
-    if summaries:
-      summary_op = tf.compat.v1.summary.merge(list(summaries), name='summary_op')
-    else:
-      summary_op = None
-
+    summary_op = (tf.compat.v1.summary.merge(list(summaries), name='summary_op')
+                  if summaries else None)
   return DeployedModel(train_op, summary_op, total_loss, clones)
 
 
@@ -436,21 +437,21 @@ class DeploymentConfig(object):
                ps_strategy='round_robin',
                all_reduce='auto',
                clone_devices=None):
-    """Create a DeploymentConfig.
+    """Describes a deployment; checks the arguments as slim did.
 
-    With `num_replicas` > 1 (several worker processes) `num_ps_tasks` must be
-    positive; device strings get job prefixes only when there are ps tasks.
+    Without ps tasks everything runs in this process (device strings have no
+    job); several worker processes (`num_replicas` > 1) need ps tasks.
 
     Args:
-      num_clones: Number of model clones to deploy in each replica.
-      clone_on_cpu: If True clones would be placed on CPU.
-      replica_id: Integer.  Index of the replica for which the model is
-        deployed.  Usually 0 for the chief replica.
-      num_replicas: Number of replicas to use.
-      num_ps_tasks: Number of tasks for the `ps` job. 0 to not use replicas.
-      worker_job_name: A name for the worker job (may carry the task, e.g.
-        'worker/task:1').
-      ps_job_name: A name for the parameter server job.
+      num_clones: copies of the model per worker, each on its own device.
+      clone_on_cpu: put every clone on the CPU instead of one GPU each.
+      replica_id: this worker's index among the `num_replicas` (0 = chief).
+      num_replicas: worker processes training together.
+      num_ps_tasks: parameter-server tasks holding the variables; 0 keeps
+        them on this worker.
+      worker_job_name: job of the workers in the cluster spec (may carry the
+        task, e.g. 'worker/task:1').
+      ps_job_name: job of the parameter servers.
       variable_update: 'parameter_server' (slim: one copy of the variables on
         the variables device) or 'replicated' (one copy per clone, gradients
         all-reduced; single machine only).
@@ -462,16 +463,15 @@ class DeploymentConfig(object):
         on virtual CPU devices. Prefixed by the worker job with ps tasks.
 
     Raises:
-      ValueError: If the arguments are invalid.
+      ValueError: naming the first inconsistent argument.
     """
-    if num_replicas > 1:
-      if num_ps_tasks < 1:
-        raise ValueError('When using replicas num_ps_tasks must be positive')
-    if num_replicas > 1 or num_ps_tasks > 0:
-      if not worker_job_name:
-        raise ValueError('Must specify worker_job_name when using replicas')
-      if not ps_job_name:
-        raise ValueError('Must specify ps_job_name when using parameter server')
+    distributed = num_replicas > 1 or num_ps_tasks > 0
+    if num_replicas > 1 and num_ps_tasks < 1:
+      raise ValueError('When using replicas num_ps_tasks must be positive')
+    if distributed and not worker_job_name:
+      raise ValueError('Must specify worker_job_name when using replicas')
+    if distributed and not ps_job_name:
+      raise ValueError('Must specify ps_job_name when using parameter server')
     if replica_id >= num_replicas:
       raise ValueError('replica_id must be less than num_replicas')
     if variable_update not in VARIABLE_UPDATES:
@@ -543,11 +543,20 @@ class DeploymentConfig(object):
     return self._all_reduce
 
   def caching_device(self):
-    """None, or with ps tasks a function caching variables where they are read."""
-    if self._num_ps_tasks > 0:
-      return lambda op: op.device
-    else:
-      return None
+    """Where ps variables are cached: None locally, else where they are read.
+
+    With ps tasks, a worker reading a variable several times in one step
+    fetches it once and keeps the copy next to the op that reads it.
+    """
+    return (lambda op: op.device) if self._num_ps_tasks > 0 else None
+
+  def _check_clone_index(self, clone_index):
+    if clone_index >= self._num_clones:
+      raise ValueError('clone_index must be less than num_clones')
+
+  def _on_worker(self, device):
+    """`device` prefixed by this worker's job when there is a ps job."""
+    return (self._worker_device if self._num_ps_tasks > 0 else '') + device
 
   def clone_device(self, clone_index):
     """Device string of clone `clone_index` and of all the ops inside it.
@@ -555,18 +564,12 @@ class DeploymentConfig(object):
     Raises:
       ValueError: if `clone_index` >= num_clones.
     """
-    if clone_index >= self._num_clones:
-      raise ValueError('clone_index must be less than num_clones')
-    device = ''
-    if self._num_ps_tasks > 0:
-      device += self._worker_device
+    self._check_clone_index(clone_index)
     if self._clone_devices is not None:
-      device += self._clone_devices[clone_index]
-    elif self._clone_on_cpu:
-      device += '/device:CPU:0'
-    else:
-      device += '/device:GPU:%d' % clone_index
-    return device
+      return self._on_worker(self._clone_devices[clone_index])
+    if self._clone_on_cpu:
+      return self._on_worker('/device:CPU:0')
+    return self._on_worker('/device:GPU:%d' % clone_index)
 
   def clone_scope(self, clone_index):
     """Name scope of clone `clone_index` ('' for a single clone).
@@ -574,39 +577,26 @@ class DeploymentConfig(object):
     Raises:
       ValueError: if `clone_index` >= num_clones.
     """
-    if clone_index >= self._num_clones:
-      raise ValueError('clone_index must be less than num_clones')
-    scope = ''
-    if self._num_clones > 1:
-      scope = 'clone_%d' % clone_index
-    return scope
+    self._check_clone_index(clone_index)
+    return 'clone_%d' % clone_index if self._num_clones > 1 else ''
 
   def optimizer_device(self):
     """Device string for the optimizer (the worker CPU)."""
-    if self._num_ps_tasks > 0 or self._num_clones > 0:
-      return self._worker_device + '/device:CPU:0'
-    else:
+    if self._num_ps_tasks == 0 and self._num_clones <= 0:
       return ''
+    return self._worker_device + '/device:CPU:0'
 
   def inputs_device(self):
     """Device string for the input pipeline (the worker CPU)."""
-    device = ''
-    if self._num_ps_tasks > 0:
-      device += self._worker_device
-    device += '/device:CPU:0'
-    return device
+    return self._on_worker('/device:CPU:0')
 
   def variables_device(self):
     """'/device:CPU:0', or with ps tasks a fresh ps device function.
 
     Use the result with `tf.compat.v1.device` (a function with ps tasks).
     """
-    device = ''
-    if self._num_ps_tasks > 0:
-      device += self._ps_device
-    device += '/device:CPU:0'
-    if self._num_ps_tasks > 0:
-      chooser = device_setters.PSDeviceChooser(device, self._num_ps_tasks,
-                                               strategy=self._ps_strategy)
-      return chooser.choose
-    return device
+    if self._num_ps_tasks == 0:
+      return '/device:CPU:0'
+    chooser = device_setters.PSDeviceChooser(self._ps_device + '/device:CPU:0',
+                                             self._num_ps_tasks, strategy=self._ps_strategy)
+    return chooser.choose

@@ -131,7 +131,7 @@ class Estimator(object):
 
   def __init__(self, model_fn, model_dir=None, config=None, params=None,
                warm_start_from=None):
-    """Constructs an Estimator.
+    """Wraps `model_fn` with where it saves and how it runs.
 
     Args:
       model_fn: `fn(features, labels, mode, params, config) -> EstimatorSpec`;

@@ -206,7 +206,7 @@ class EstimatorSpec(collections.namedtuple('EstimatorSpec', _SPEC_FIELDS)):
   def __new__(cls, mode, predictions=None, loss=None, train_op=None, eval_metric_ops=None,
               export_outputs=None, training_chief_hooks=None, training_hooks=None,
               scaffold=None, evaluation_hooks=None, prediction_hooks=None):
-    """Creates a validated `EstimatorSpec`.
+    """Checks the fields for `mode` and fills in the defaults.
 
     Args:
       mode: a `ModeKeys` value.

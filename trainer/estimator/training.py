@@ -111,7 +111,7 @@ class TrainSpec(collections.namedtuple(
   """What `train_and_evaluate` trains on, and for how long."""
 
   def __new__(cls, input_fn, max_steps=None, hooks=None, saving_listeners=None):
-    """Creates a validated TrainSpec.
+    """Checks and stores the training half of `train_and_evaluate`.
 
     Args:
       input_fn: returns a Dataset or (features, labels) for training.
@@ -138,7 +138,7 @@ class EvalSpec(collections.namedtuple('EvalSpec', [
 
   def __new__(cls, input_fn, steps=100, name=None, hooks=None, exporters=None,
               start_delay_secs=120, throttle_secs=600):
-    """Creates a validated EvalSpec.
+    """Checks and stores the evaluation half of `train_and_evaluate`.
 
     Args:
       input_fn: returns a Dataset or (features, labels) for evaluation.
