@@ -146,9 +146,21 @@ def random_rgb_to_gray(image, probability=0.1, seed=None,
                    lambda: tf.image.grayscale_to_rgb(rgb_to_gray(image)))
 
 
-def _random_photometric(image, name, cache_id, minval, maxval, adjust_fn, seed,
-                        preprocess_vars_cache):
-  """Draws a factor in [minval, maxval] and applies adjust_fn on [0, 1] pixels."""
+# Each photometric step: (name scope, cache key of its random factor, tf.image function).
+_PHOTOMETRIC_STEPS = {
+    'brightness': ('RandomAdjustBrightness', PreprocessorCache.ADJUST_BRIGHTNESS,
+                   tf.image.adjust_brightness),
+    'contrast': ('RandomAdjustContrast', PreprocessorCache.ADJUST_CONTRAST,
+                 tf.image.adjust_contrast),
+    'hue': ('RandomAdjustHue', PreprocessorCache.ADJUST_HUE, tf.image.adjust_hue),
+    'saturation': ('RandomAdjustSaturation', PreprocessorCache.ADJUST_SATURATION,
+                   tf.image.adjust_saturation),
+}
+
+
+def _random_photometric(image, step, minval, maxval, seed, preprocess_vars_cache):
+  """Draws a factor in [minval, maxval] and applies `step`'s adjustment on [0, 1] pixels."""
+  name, cache_id, adjust_fn = _PHOTOMETRIC_STEPS[step]
   with tf.compat.v1.name_scope(name):
     factor = get_or_create_rand_vars(
         lambda: random_uniform([], minval, maxval, seed=seed), cache_id,
@@ -170,36 +182,28 @@ def random_adjust_brightness(image, max_delta=0.2, seed=None,
   Returns:
     The adjusted image clipped to [0, 255].
   """
-  return _random_photometric(image, 'RandomAdjustBrightness',
-                             PreprocessorCache.ADJUST_BRIGHTNESS, -max_delta,
-                             max_delta, tf.image.adjust_brightness, seed,
+  return _random_photometric(image, 'brightness', -max_delta, max_delta, seed,
                              preprocess_vars_cache)
 
 
 def random_adjust_contrast(image, min_delta=0.8, max_delta=1.25, seed=None,
                            preprocess_vars_cache=None):
   """Scales contrast by a factor from [min_delta, max_delta]; see brightness."""
-  return _random_photometric(image, 'RandomAdjustContrast',
-                             PreprocessorCache.ADJUST_CONTRAST, min_delta,
-                             max_delta, tf.image.adjust_contrast, seed,
+  return _random_photometric(image, 'contrast', min_delta, max_delta, seed,
                              preprocess_vars_cache)
 
 
 def random_adjust_hue(image, max_delta=0.02, seed=None,
                       preprocess_vars_cache=None):
   """Rotates hue by a delta from [-max_delta, max_delta]; RGB images only."""
-  return _random_photometric(image, 'RandomAdjustHue',
-                             PreprocessorCache.ADJUST_HUE, -max_delta,
-                             max_delta, tf.image.adjust_hue, seed,
+  return _random_photometric(image, 'hue', -max_delta, max_delta, seed,
                              preprocess_vars_cache)
 
 
 def random_adjust_saturation(image, min_delta=0.8, max_delta=1.25, seed=None,
                              preprocess_vars_cache=None):
   """Scales saturation by a factor from [min_delta, max_delta]; RGB only."""
-  return _random_photometric(image, 'RandomAdjustSaturation',
-                             PreprocessorCache.ADJUST_SATURATION, min_delta,
-                             max_delta, tf.image.adjust_saturation, seed,
+  return _random_photometric(image, 'saturation', min_delta, max_delta, seed,
                              preprocess_vars_cache)
 
 
@@ -304,7 +308,14 @@ def subtract_channel_mean(image, means=None):
 
 def _flip(image, boxes, masks, keypoints, keypoint_visibilities, permutation,
           probability, seed, cache, cache_id, name, axis):
-  """Shared body of the horizontal (axis=1) and vertical (axis=0) flips."""
+  """Shared body of the horizontal (axis=1) and vertical (axis=0) flips.
+
+  Raises:
+    ValueError: if keypoints are given without their flip permutation.
+  """
+  if keypoints is not None and permutation is None:
+    raise ValueError('keypoints are provided but keypoint_flip_permutation is not '
+                     'provided')
   with tf.compat.v1.name_scope(name):
     draw = get_or_create_rand_vars(lambda: random_uniform([], seed=seed),
                                    cache_id, cache)
@@ -356,9 +367,6 @@ def random_horizontal_flip(image, boxes=None, masks=None, keypoints=None,
   Raises:
     ValueError: if keypoints are given without keypoint_flip_permutation.
   """
-  if keypoints is not None and keypoint_flip_permutation is None:
-    raise ValueError('keypoints are provided but keypoint_flip_permutation is not '
-                     'provided')
   return _flip(image, boxes, masks, keypoints, keypoint_visibilities,
                keypoint_flip_permutation, probability, seed,
                preprocess_vars_cache, PreprocessorCache.HORIZONTAL_FLIP,
@@ -379,9 +387,6 @@ def random_vertical_flip(image, boxes=None, masks=None, keypoints=None,
   Raises:
     ValueError: if keypoints are given without keypoint_flip_permutation.
   """
-  if keypoints is not None and keypoint_flip_permutation is None:
-    raise ValueError('keypoints are provided but keypoint_flip_permutation is not '
-                     'provided')
   return _flip(image, boxes, masks, keypoints, keypoint_visibilities,
                keypoint_flip_permutation, probability, seed,
                preprocess_vars_cache, PreprocessorCache.VERTICAL_FLIP,

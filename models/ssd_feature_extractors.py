@@ -62,13 +62,13 @@ class SSDFeatureExtractor:
     if depth_multiplier <= 0:
       raise ValueError('feature_extractor.depth_multiplier must be positive, got %s'
                        % depth_multiplier)
-    self._is_training = is_training
     self._depth_multiplier = depth_multiplier
     self._min_depth = min_depth
     self._num_layers = num_layers
-    self._weight_decay = weight_decay
-    self._use_batch_norm = use_batch_norm
-    self._batch_norm_decay = batch_norm_decay
+    # What backbones.arg_scope needs to build every layer of the extractor.
+    self._layer_hyperparams = dict(is_training=is_training, weight_decay=weight_decay,
+                                   use_batch_norm=use_batch_norm,
+                                   batch_norm_decay=batch_norm_decay)
 
   @property
   def backbone_scope(self):
@@ -101,10 +101,8 @@ class SSDFeatureExtractor:
       raise ValueError('SSD feature extractors need images of at least 32x32, got %dx%d'
                        % (shape[1], shape[2]))
     base_fn = backbones.BASES[self.backbone_name][0]
-    with slim.arg_scope(backbones.arg_scope(
-        self._is_training, weight_decay=self._weight_decay,
-        use_batch_norm=self._use_batch_norm, batch_norm_decay=self._batch_norm_decay,
-        activation_fn=self.activation_fn)):
+    with slim.arg_scope(backbones.arg_scope(activation_fn=self.activation_fn,
+                                            **self._layer_hyperparams)):
       _, end_points = base_fn(preprocessed_inputs, depth_multiplier=self._depth_multiplier,
                               min_depth=self._min_depth, scope=self.backbone_scope)
       names = backbones.FEATURE_END_POINTS[self.backbone_scope]

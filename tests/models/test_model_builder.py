@@ -125,7 +125,7 @@ class ModelBuilderTest(tf.test.TestCase):
       with self.subTest(message=message):
         with self.assertRaisesRegex(ValueError, message):
           model_builder.build(config, is_training=True)
-    with self.assertRaisesRegex(ValueError, 'DetectionModel proto'):
+    with self.assertRaisesRegex(ValueError, 'model_config not of type model_pb2.DetectionModel'):
       model_builder.build(pipeline_pb2.TrainEvalPipelineConfig(), is_training=True)
 
 

@@ -31,6 +31,7 @@ import collections
 
 import tensorflow as tf
 
+from trainer.estimator import util
 from trainer.estimator.export import export_output as export_output_lib
 
 __all__ = ['ModeKeys', 'EstimatorSpec']
@@ -152,11 +153,8 @@ def _validate_eval_metric_ops(eval_metric_ops):
 
 
 def _validate_hooks(hooks):
-  hooks = tuple(hooks or [])
-  for hook in hooks:
-    if not isinstance(hook, tf.compat.v1.train.SessionRunHook):
-      raise TypeError('All hooks must be SessionRunHook instances, given: {}'.format(hook))
-  return hooks
+  return util.check_each_is(hooks, tf.compat.v1.train.SessionRunHook,
+                            'All hooks must be SessionRunHook instances, given: {}', tuple)
 
 
 def _validate_scaffold(scaffold):

@@ -155,6 +155,11 @@ def _global_id(cluster, task_type, task_id):
   return None
 
 
+def _cluster_property(name):
+  """A read-only property showing the parsed TF_CONFIG's `name`."""
+  return property(lambda self: getattr(self._cluster, name))
+
+
 class RunConfig(object):
   """Configuration of an Estimator run; tf.estimator.RunConfig's names and defaults."""
 
@@ -266,37 +271,23 @@ class RunConfig(object):
     """The `deployment.cluster.ClusterConfig` parsed from TF_CONFIG (slimtrain)."""
     return self._cluster
 
-  @property
-  def cluster_spec(self):
-    return self._cluster.cluster_spec
+  cluster_spec = _cluster_property('cluster_spec')
 
   @property
   def evaluation_master(self):
     return self._evaluation_master
 
-  @property
-  def is_chief(self):
-    return self._cluster.is_chief
+  is_chief = _cluster_property('is_chief')
 
-  @property
-  def master(self):
-    return self._cluster.master
+  master = _cluster_property('master')
 
-  @property
-  def num_ps_replicas(self):
-    return self._cluster.num_ps_tasks
+  num_ps_replicas = _cluster_property('num_ps_tasks')
 
-  @property
-  def num_worker_replicas(self):
-    return self._cluster.num_worker_replicas
+  num_worker_replicas = _cluster_property('num_worker_replicas')
 
-  @property
-  def task_id(self):
-    return self._cluster.task_index
+  task_id = _cluster_property('task_index')
 
-  @property
-  def task_type(self):
-    return self._cluster.task_type
+  task_type = _cluster_property('task_type')
 
   @property
   def global_id_in_cluster(self):

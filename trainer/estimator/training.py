@@ -44,6 +44,7 @@ from trainer import cluster_roles
 from trainer.estimator import early_stopping
 from trainer.estimator import estimator as estimator_lib
 from trainer.estimator import exporter as exporter_lib
+from trainer.estimator import util
 
 _WORKERS_DONE_QUEUE = 'slimtrain_estimator_workers_done'
 _WORKERS_DONE_TIMEOUT_SECS = 600
@@ -60,21 +61,15 @@ def _validate_input_fn(input_fn):
 
 def _validate_hooks(hooks):
   """Returns `hooks` as a tuple of SessionRunHooks."""
-  hooks = tuple(hooks or [])
-  for hook in hooks:
-    if not isinstance(hook, tf.compat.v1.train.SessionRunHook):
-      raise TypeError('All hooks must be `SessionRunHook` instances, given: {}'.format(hook))
-  return hooks
+  return util.check_each_is(hooks, tf.compat.v1.train.SessionRunHook,
+                            'All hooks must be `SessionRunHook` instances, given: {}', tuple)
 
 
 def _validate_saving_listeners(saving_listeners):
   """Returns `saving_listeners` as a tuple of CheckpointSaverListeners."""
-  saving_listeners = tuple(saving_listeners or [])
-  for listener in saving_listeners:
-    if not isinstance(listener, tf.compat.v1.train.CheckpointSaverListener):
-      raise TypeError('All saving_listeners must be `CheckpointSaverListener` instances, '
-                      'given: {}'.format(listener))
-  return saving_listeners
+  return util.check_each_is(
+      saving_listeners, tf.compat.v1.train.CheckpointSaverListener,
+      'All saving_listeners must be `CheckpointSaverListener` instances, given: {}', tuple)
 
 
 def _validate_exporters(exporters):

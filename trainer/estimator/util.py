@@ -72,23 +72,37 @@ def parse_input_fn_result(result):
   return result, None, hooks
 
 
+def check_each_is(values, expected_type, message, container=list):
+  """Returns `values` (None: empty) as a `container`, checking each element's type.
+
+  Args:
+    values: an iterable or None.
+    expected_type: the class every element must be an instance of.
+    message: the TypeError text, with `{}` for the offending element (each
+      caller keeps tf.estimator's own wording).
+    container: `list` or `tuple`.
+
+  Raises:
+    TypeError: for the first element of another type.
+  """
+  values = container(values or [])
+  for value in values:
+    if not isinstance(value, expected_type):
+      raise TypeError(message.format(value))
+  return values
+
+
 def check_hooks_type(hooks):
   """Returns `hooks` as a list, checking every element is a SessionRunHook."""
-  hooks = list(hooks or [])
-  for hook in hooks:
-    if not isinstance(hook, tf.compat.v1.train.SessionRunHook):
-      raise TypeError('All hooks must be SessionRunHook instances, given: {}'.format(hook))
-  return hooks
+  return check_each_is(hooks, tf.compat.v1.train.SessionRunHook,
+                       'All hooks must be SessionRunHook instances, given: {}')
 
 
 def check_listeners_type(saving_listeners):
   """Returns the listeners as a list, checking their type."""
-  listeners = list(saving_listeners or [])
-  for listener in listeners:
-    if not isinstance(listener, tf.compat.v1.train.CheckpointSaverListener):
-      raise TypeError('saving_listeners must be a list of CheckpointSaverListener, '
-                      'given: {}'.format(listener))
-  return listeners
+  return check_each_is(saving_listeners, tf.compat.v1.train.CheckpointSaverListener,
+                       'saving_listeners must be a list of CheckpointSaverListener, '
+                       'given: {}')
 
 
 class StopAfterNEvalsHook(tf.compat.v1.train.SessionRunHook):
