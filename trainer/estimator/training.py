@@ -39,6 +39,7 @@ import time
 from absl import logging
 import tensorflow as tf
 
+from core import checkpoints
 from deployment import cluster as cluster_lib
 from trainer import cluster_roles
 from trainer.estimator import early_stopping
@@ -225,16 +226,17 @@ class _Evaluator(object):
       return True
     return early_stopping.checkpoint_requested_stop(eval_result.checkpoint_path)
 
-  def evaluate_and_export(self, is_the_final_export=None):
+  def evaluate_and_export(self, is_the_final_export=None, checkpoint_path=None):
     """Evaluates the latest checkpoint if it is new, then exports.
 
     Args:
       is_the_final_export: True/False, or None to decide with `is_final`.
+      checkpoint_path: the checkpoint to evaluate (default: the latest).
 
     Returns:
       An `_EvalResult`; `last_result` / `last_export_results` hold the latest evaluation.
     """
-    checkpoint_path = self._estimator.latest_checkpoint()
+    checkpoint_path = checkpoint_path or self._estimator.latest_checkpoint()
     if not checkpoint_path:
       now = time.time()
       if (self._last_missing_warning is None or
@@ -475,16 +477,26 @@ class _TrainingExecutor(object):
       logging.warning('TrainSpec.max_steps is None: the evaluator returns only after a '
                       'checkpoint written after early stopping.')
     evaluator = self._new_evaluator()
-    while True:
-      start = time.time()
-      result = evaluator.evaluate_and_export()
-      if result.status == _EVALUATED and evaluator.is_final(result):
-        logging.info('Exiting evaluation, the final checkpoint %s (global step %d) has been '
-                     'evaluated.', result.checkpoint_path, result.metrics['global_step'])
-        return result.metrics, evaluator.last_export_results
-      wait = self._eval_spec.throttle_secs - (time.time() - start)
-      # Even with throttle_secs=0, do not spin on an unchanged model_dir.
-      time.sleep(max(wait, 0.0 if result.status == _EVALUATED else 1.0))
+    if not self._estimator.latest_checkpoint():
+      logging.warning('Estimator is not trained yet. Will start an evaluation when a '
+                      'checkpoint is ready.')
+
+    def evaluate(checkpoint_path):
+      return evaluator.evaluate_and_export(checkpoint_path=checkpoint_path)
+
+    def final_checkpoint_evaluated(unused_path, result, unused_count):
+      if result.status != _EVALUATED or not evaluator.is_final(result):
+        return None
+      logging.info('Exiting evaluation, the final checkpoint %s (global step %d) has been '
+                   'evaluated.', result.checkpoint_path, result.metrics['global_step'])
+      return 'final_checkpoint'
+
+    # The shared loop polls the checkpoint state once a second, so throttle_secs=0
+    # does not spin on an unchanged model_dir.
+    outcome = checkpoints.follow_checkpoints(
+        self._estimator.model_dir, evaluate, min_interval_secs=self._eval_spec.throttle_secs,
+        stop_fn=final_checkpoint_evaluated)
+    return outcome.result.metrics, evaluator.last_export_results
 
 
 def _workers_done_queue(cluster):
