@@ -23,7 +23,7 @@ from core import standard_fields as fields
 
 
 class DetectionModel(abc.ABC):
-  """Abstract base class for detection models.
+  """What a detector offers the trainer, evaluator and exporter.
 
   Subclasses implement preprocess, predict, postprocess, loss, restore_map,
   regularization_losses and updates. Groundtruth for the current batch is
@@ -31,7 +31,7 @@ class DetectionModel(abc.ABC):
   """
 
   def __init__(self, num_classes):
-    """Creates the model.
+    """Starts a model without groundtruth.
 
     Args:
       num_classes: number of classes, not counting the background class.
@@ -149,7 +149,7 @@ class DetectionModel(abc.ABC):
 
 
 class ClassificationModel(abc.ABC):
-  """Abstract base class for image classifiers.
+  """What an image classifier offers the trainer, evaluator and exporter.
 
   The trainer drives it like a DetectionModel: preprocess, predict, then loss
   against labels given with `provide_groundtruth`; `accuracy` serves
