@@ -72,6 +72,7 @@ import collections
 import tensorflow as tf
 import tf_slim as slim
 
+from core import variables_helper
 from deployment import device_setters
 from deployment import replicated
 
@@ -282,13 +283,8 @@ def savable_variables(graph=None):
     A dict usable as `tf.compat.v1.train.Saver(var_list=...)`.
   """
   graph = graph or tf.compat.v1.get_default_graph()
-  var_list = collections.OrderedDict()
-  for var in graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES):
-    slice_info = getattr(var, '_save_slice_info', None)
-    if slice_info is not None:
-      var_list.setdefault(slice_info.full_name, []).append(var)
-    else:
-      var_list[var.op.name] = var
+  var_list = collections.OrderedDict(variables_helper.variables_to_checkpoint_names(
+      graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES)))
   for saveable in graph.get_collection(tf.compat.v1.GraphKeys.SAVEABLE_OBJECTS):
     var_list[saveable.name] = saveable
   return var_list
