@@ -9,7 +9,10 @@ import tf_slim as slim
 from google.protobuf import text_format
 
 from builders import optimizer_builder
+from core import moving_averages
+from protos import eval_pb2
 from protos import optimizer_pb2
+from protos import train_pb2
 
 tf.compat.v1.disable_eager_execution()
 
@@ -292,6 +295,43 @@ class LinearScalingTest(tf.test.TestCase):
       config.reference_batch_size = 0
       with self.assertRaisesRegex(ValueError, 'reference_batch_size'):
         optimizer_builder.build(config, global_batch_size=8)
+
+
+class TrainConfigTest(tf.test.TestCase):
+  """The global batch of a TrainConfig and the moving-average decision."""
+
+  def _train_config(self, text):
+    return text_format.Parse(text, train_pb2.TrainConfig())
+
+  def test_global_batch_counts_workers_or_aggregated_replicas(self):
+    asynchronous = self._train_config('batch_size: 8')
+    self.assertEqual(optimizer_builder.global_batch_size(asynchronous, 1), 8)
+    self.assertEqual(optimizer_builder.global_batch_size(asynchronous, 4), 32)
+    synchronous = self._train_config('batch_size: 8 sync_replicas: true '
+                                     'replicas_to_aggregate: 3')
+    self.assertEqual(optimizer_builder.global_batch_size(synchronous, 4), 24)
+
+  def test_build_for_training_scales_by_the_global_batch(self):
+    config = self._train_config("""
+      batch_size: 8
+      optimizer { sgd_optimizer { learning_rate {
+          constant_learning_rate { learning_rate: 0.1 } } }
+        learning_rate_scaling: LINEAR reference_batch_size: 8 }
+    """)
+    with tf.Graph().as_default():
+      _, (rate,) = optimizer_builder.build_for_training(config, 3)
+      with self.session() as sess:
+        self.assertAllClose(sess.run(rate), 0.3)
+
+  def test_moving_averages_when_either_flag_asks(self):
+    train = self._train_config('optimizer { use_moving_average: true }')
+    plain = self._train_config('')
+    asked = eval_pb2.EvalConfig(use_moving_averages=True)
+    self.assertTrue(moving_averages.uses_moving_averages(train, eval_pb2.EvalConfig()))
+    self.assertTrue(moving_averages.uses_moving_averages(plain, asked))
+    self.assertFalse(moving_averages.uses_moving_averages(plain, eval_pb2.EvalConfig()))
+    self.assertIs(optimizer_builder.MovingAverageOptimizer,
+                  moving_averages.MovingAverageOptimizer)
 
 
 class MovingAverageTest(tf.test.TestCase):
