@@ -153,12 +153,30 @@ def build_outputs(model, images):
         fields.ClassificationResultFields.probabilities:
             results[fields.ClassificationResultFields.probabilities],
     }
-  else:
-    outputs = {name: results[name] for name in _DETECTION_OUTPUTS if name in results}
-    classes = fields.DetectionResultFields.detection_classes
-    outputs[classes] = tf.cast(outputs[classes], tf.float32) + fields.LABEL_ID_OFFSET
+    return _named(outputs)
+  return named_detection_outputs(results)
+
+
+def _named(outputs):
   # Fixed node names, as the OD API's add_output_tensor_nodes gives them.
   return {name: tf.identity(tensor, name=name) for name, tensor in outputs.items()}
+
+
+def named_detection_outputs(detections, names=_DETECTION_OUTPUTS):
+  """A detector's serving outputs, as the export and model_lib's PREDICT mode give them.
+
+  Args:
+    detections: the dict of `DetectionModel.postprocess`.
+    names: the outputs to keep (those missing from `detections` are skipped).
+
+  Returns:
+    dict {name: tensor}, each an identity op of that name; classes are
+    float label-map ids (1-based).
+  """
+  outputs = {name: detections[name] for name in names if name in detections}
+  classes = fields.DetectionResultFields.detection_classes
+  outputs[classes] = tf.cast(outputs[classes], tf.float32) + fields.LABEL_ID_OFFSET
+  return _named(outputs)
 
 
 def uses_moving_averages(pipeline_config):

@@ -267,14 +267,6 @@ def _eval_scaffold(train_config, eval_config):
   return tf.compat.v1.train.Scaffold(saver=saver)
 
 
-def _named_outputs(detections):
-  """Serving outputs: 1-based classes, fixed node names (as the exporter)."""
-  outputs = {name: detections[name] for name in _PREDICT_OUTPUTS}
-  classes = _DETECTION.detection_classes
-  outputs[classes] = tf.cast(outputs[classes], tf.float32) + fields.LABEL_ID_OFFSET
-  return {name: tf.identity(t, name=name) for name, t in outputs.items()}
-
-
 def create_model_fn(detection_model_fn, configs, hparams=None, use_tpu=False):
   """Returns the estimator model_fn for a detector.
 
@@ -324,7 +316,7 @@ def create_model_fn(detection_model_fn, configs, hparams=None, use_tpu=False):
                                scaffold=scaffold)
 
     detections = model.postprocess(prediction_dict, true_image_shapes)
-    outputs = _named_outputs(detections)
+    outputs = od_exporter.named_detection_outputs(detections, _PREDICT_OUTPUTS)
     scaffold = _eval_scaffold(train_config, eval_config)
     if mode == tfe.ModeKeys.PREDICT:
       return tfe.EstimatorSpec(
