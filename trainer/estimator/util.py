@@ -132,20 +132,23 @@ MAX_DIRECTORY_CREATION_ATTEMPTS = 10
 
 
 def get_timestamped_export_dir(export_dir_base):
-  """`export_dir_base/<int(time.time())>` (bytes) not yet existing; retries 10 times.
+  """A path `export_dir_base/<seconds since the epoch>` (bytes) that does not exist yet.
+
+  Two exports in the same second would collide, so on a clash this waits a
+  second and takes the next timestamp, at most MAX_DIRECTORY_CREATION_ATTEMPTS
+  times.
 
   Raises:
     RuntimeError: when every attempt found an existing directory.
   """
-  for attempt in range(MAX_DIRECTORY_CREATION_ATTEMPTS):
-    timestamp = int(time.time())
-    result_dir = os.path.join(tf.compat.as_bytes(export_dir_base),
-                              tf.compat.as_bytes(str(timestamp)))
-    if not tf.io.gfile.exists(result_dir):
-      return result_dir
+  base = tf.compat.as_bytes(export_dir_base)
+  for attempt in range(1, MAX_DIRECTORY_CREATION_ATTEMPTS + 1):
+    candidate = os.path.join(base, str(int(time.time())).encode())
+    if not tf.io.gfile.exists(candidate):
+      return candidate
     time.sleep(1)
     tf.compat.v1.logging.warning('Directory {} already exists; retrying (attempt {}/{})'.format(
-        tf.compat.as_str_any(result_dir), attempt + 1, MAX_DIRECTORY_CREATION_ATTEMPTS))
+        tf.compat.as_str_any(candidate), attempt, MAX_DIRECTORY_CREATION_ATTEMPTS))
   raise RuntimeError('Failed to obtain a unique export directory name after {} '
                      'attempts.'.format(MAX_DIRECTORY_CREATION_ATTEMPTS))
 
