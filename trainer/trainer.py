@@ -16,8 +16,9 @@ Where we differ from the original, on purpose:
 
 * `sync_replicas` works with `num_clones > 1` (the original refused).
 * A batch size not divisible by the clones is an error, not a silent floor.
-* Gradients are applied only after the total loss passed `check_numerics`,
-  so a NaN step leaves the variables (and the last checkpoint) intact, and the
+* Gradients are applied only after the total loss passed `check_numerics`
+  and, by default, the global gradient norm is finite (trainer.numerics), so
+  a NaN step leaves the variables (and the last checkpoint) intact, and the
   error names the step.
 * One `Session.run` per step, with progress (loss, steps/sec, examples/sec,
   ETA) every `log_every_n_steps`; SIGTERM writes a checkpoint first.
@@ -43,6 +44,7 @@ from core import preprocessor
 from core import standard_fields as fields
 from core import variables_helper
 from deployment import model_deploy
+from trainer import numerics
 from trainer import sync_replicas
 from trainer import training_loop
 
@@ -246,7 +248,7 @@ def transform_gradients(grads_and_vars, train_config):
     grads_and_vars: list of (gradient, variable) pairs.
     train_config: a `train_pb2.TrainConfig`: `bias_grad_multiplier`,
       `freeze_variables`, `update_trainable_variables`,
-      `gradient_clipping_by_norm`.
+      `gradient_clipping_by_norm`, `check_gradient_norm` (see trainer.numerics).
 
   Returns:
     The transformed list of (gradient, variable) pairs.
@@ -266,26 +268,15 @@ def transform_gradients(grads_and_vars, train_config):
     with tf.compat.v1.name_scope('clip_grads'):
       grads_and_vars = slim.learning.clip_gradient_norms(
           grads_and_vars, train_config.gradient_clipping_by_norm)
+  if train_config.check_gradient_norm and not train_config.use_mixed_precision:
+    # Mixed precision's dynamic loss scale skips inf steps by itself.
+    grads_and_vars = numerics.check_gradient_norm(grads_and_vars)
   return grads_and_vars
 
 
 def _gate_gradients(grads_and_vars, gate):
-  """Makes every gradient wait for `gate` (the checked total loss).
-
-  Only the gradients are gated, not the whole `apply_gradients` call: ops
-  that an optimizer creates there (SyncReplicasOptimizer's init and
-  readiness ops) must not depend on the loss, or running them at startup
-  would dequeue a batch before the queue runners exist and hang forever.
-  """
-  gated = []
-  with tf.control_dependencies([gate]):
-    for grad, var in grads_and_vars:
-      if isinstance(grad, tf.IndexedSlices):
-        grad = tf.IndexedSlices(tf.identity(grad.values), grad.indices, grad.dense_shape)
-      elif grad is not None:
-        grad = tf.identity(grad)
-      gated.append((grad, var))
-  return gated
+  """Makes every gradient wait for `gate` (the checked total loss)."""
+  return numerics.gate_gradients(grads_and_vars, gate)
 
 
 def _release_workers_then(sync_optimizer, on_finish):
@@ -408,10 +399,13 @@ def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
       total_loss, grads_and_vars = model_deploy.optimize_clones(
           clones, training_optimizer, regularization_losses=regularization_losses)
       total_loss = tf.debugging.check_numerics(
-          total_loss, training_loop.NAN_LOSS_MESSAGE)
-      grads_and_vars = transform_gradients(grads_and_vars, train_config)
-      # The update waits for the numerics check, so a NaN step changes nothing.
-      grads_and_vars = _gate_gradients(grads_and_vars, total_loss)
+          numerics.inject_nan_loss(total_loss, global_step,
+                                   train_config.debug_nan_loss_at_step),
+          training_loop.NAN_LOSS_MESSAGE)
+      # The update waits for the numerics checks (loss first, then the
+      # gradient norm in transform_gradients), so a NaN step changes nothing.
+      grads_and_vars = transform_gradients(
+          _gate_gradients(grads_and_vars, total_loss), train_config)
       grad_updates = model_deploy.apply_gradients(
           clones, training_optimizer, grads_and_vars, global_step=global_step)
       update_ops.append(grad_updates)
