@@ -348,6 +348,7 @@ def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
         num_clones=num_clones, clone_on_cpu=clone_on_cpu, replica_id=task,
         num_replicas=worker_replicas, num_ps_tasks=ps_tasks,
         worker_job_name=worker_job_name, **(deployment_options or {}))
+    model_deploy.check_clone_devices(deploy_config)
     with tf.compat.v1.device(deploy_config.variables_device()):
       global_step = slim.create_global_step()
 

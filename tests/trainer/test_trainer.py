@@ -119,6 +119,18 @@ def test_trains_two_clones(tmp_path):
   assert _read(str(tmp_path), 'global_step') == 6
 
 
+def test_more_clones_than_gpus_without_clone_on_cpu_is_an_error(tmp_path):
+  num_gpus = len(tf.config.list_physical_devices('GPU'))
+  with pytest.raises(ValueError, match='num_clones=%d needs one GPU per clone, but %d GPU' % (
+      num_gpus + 2, num_gpus)):
+    trainer.train(
+        create_tensor_dict_fn, lambda: TinyDetectionModel(NUM_CLASSES),
+        _train_config(batch_size=4 * (num_gpus + 2)), master='', task=0,
+        num_clones=num_gpus + 2, worker_replicas=1, clone_on_cpu=False, ps_tasks=0,
+        worker_job_name='worker', is_chief=True, train_dir=str(tmp_path))
+  assert not tf.io.gfile.glob(os.path.join(str(tmp_path), 'model.ckpt*'))
+
+
 def test_batch_not_divisible_by_clones_is_an_error(tmp_path):
   with pytest.raises(ValueError, match='batch_size=4 is not divisible by num_clones=3'):
     _train(str(tmp_path), _train_config(), num_clones=3)
