@@ -29,6 +29,7 @@ from absl import logging
 from google.protobuf import descriptor as descriptor_lib
 from google.protobuf import text_format
 
+from core import label_map_util
 from protos import pipeline_pb2
 
 PIPELINE_CONFIG_NAME = 'pipeline.config'
@@ -239,6 +240,25 @@ def get_configs_from_pipeline_file(pipeline_config_path, config_override=None,
   apply_overrides(pipeline_config, config_override, overrides)
   check_required_sections(pipeline_config, required_sections, pipeline_config_path)
   return create_configs_from_pipeline_proto(pipeline_config)
+
+
+def check_label_maps(configs):
+  """Checks that every label map of the input readers fits the model's num_classes.
+
+  Args:
+    configs: the dict of `create_configs_from_pipeline_proto`.
+
+  Raises:
+    ValueError: from `label_map_util.check_ids_within`, naming the label map
+      file and the id above num_classes.
+  """
+  kind = configs['model'].WhichOneof('model')
+  if kind is None:
+    return
+  num_classes = getattr(configs['model'], kind).num_classes
+  readers = [configs['train_input_config']] + list(configs.get('eval_input_configs', []))
+  for path in sorted({r.label_map_path for r in readers if r.label_map_path}):
+    label_map_util.check_ids_within(path, num_classes)
 
 
 def save_pipeline_config(pipeline_config, directory):

@@ -39,6 +39,7 @@ from builders import optimizer_builder
 from builders import preprocessor_builder
 from core import batcher
 from core import fine_tune
+from core import label_map_util
 from core import model as model_lib
 from core import preprocessor
 from core import standard_fields as fields
@@ -156,8 +157,9 @@ def get_inputs(input_queue, num_classes, merge_multiple_label_boxes=False,
     image = read_data[fields.InputDataFields.image]
     key = read_data.get(fields.InputDataFields.source_id, '')
     boxes = read_data[fields.InputDataFields.groundtruth_boxes]
-    classes = tf.cast(read_data[fields.InputDataFields.groundtruth_classes],
-                      tf.int32) - _LABEL_ID_OFFSET
+    classes = tf.cast(label_map_util.checked_class_ids(
+        read_data[fields.InputDataFields.groundtruth_classes], num_classes,
+        fields.InputDataFields.groundtruth_classes), tf.int32) - _LABEL_ID_OFFSET
     if merge_multiple_label_boxes:
       boxes, classes = _merge_boxes_with_multiple_labels(boxes, classes, num_classes)
     elif use_multiclass_scores:
@@ -177,7 +179,9 @@ def get_inputs(input_queue, num_classes, merge_multiple_label_boxes=False,
 
 def _create_classification_losses(model, read_data_list):
   images = [d[fields.InputDataFields.image] for d in read_data_list]
-  labels = [tf.reshape(d[fields.InputDataFields.label], [1]) for d in read_data_list]
+  labels = [tf.reshape(label_map_util.checked_class_ids(
+      d[fields.InputDataFields.label], model.num_classes, fields.InputDataFields.label), [1])
+            for d in read_data_list]
   processed, true_image_shapes = model.preprocess(tf.concat(images, 0))
   model.provide_groundtruth(tf.concat(labels, 0) - _LABEL_ID_OFFSET)
   prediction_dict = model.predict(processed, true_image_shapes)

@@ -131,6 +131,21 @@ def test_more_clones_than_gpus_without_clone_on_cpu_is_an_error(tmp_path):
   assert not tf.io.gfile.glob(os.path.join(str(tmp_path), 'model.ckpt*'))
 
 
+def test_record_class_id_above_num_classes_stops_training(tmp_path):
+  def tensor_dict_with_class_3():
+    tensor_dict = create_tensor_dict_fn()
+    tensor_dict[fields.InputDataFields.groundtruth_classes] = tf.constant([3], tf.int64)
+    return tensor_dict
+
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match='groundtruth_classes has a class id outside 1..num_classes=2'):
+    trainer.train(
+        tensor_dict_with_class_3, lambda: TinyDetectionModel(NUM_CLASSES), _train_config(),
+        master='', task=0, num_clones=1, worker_replicas=1, clone_on_cpu=True, ps_tasks=0,
+        worker_job_name='worker', is_chief=True, train_dir=str(tmp_path),
+        session_config_override=test_util.session_config(num_cpus=1))
+
+
 def test_batch_not_divisible_by_clones_is_an_error(tmp_path):
   with pytest.raises(ValueError, match='batch_size=4 is not divisible by num_clones=3'):
     _train(str(tmp_path), _train_config(), num_clones=3)
