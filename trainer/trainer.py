@@ -292,10 +292,24 @@ def _release_workers_then(sync_optimizer, on_finish):
   return finish
 
 
-def session_config(train_config):
-  """Soft placement (as the original), plus XLA when configured."""
+def session_config(train_config, base=None):
+  """The training session's ConfigProto: `base` (default: soft placement, as
+  the original) plus XLA's global JIT level ON_1 when `train_config.use_xla`.
+
+  On CPU, TF's auto-clustering also needs TF_XLA_FLAGS=--tf_xla_cpu_global_jit;
+  GPUs need nothing more.
+
+  Args:
+    train_config: a `train_pb2.TrainConfig`.
+    base: optional ConfigProto to start from (copied, not changed).
+
+  Returns:
+    A new `tf.compat.v1.ConfigProto`.
+  """
   config = tf.compat.v1.ConfigProto(allow_soft_placement=True,
                                     log_device_placement=False)
+  if base is not None:
+    config.CopyFrom(base)
   if train_config.use_xla:
     config.graph_options.optimizer_options.global_jit_level = (
         tf.compat.v1.OptimizerOptions.ON_1)
@@ -323,7 +337,8 @@ def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
     train_dir: checkpoints and summaries go here.
     graph_hook_fn: optional callable run after the clones are built.
     session_config_override: optional ConfigProto replacing the default
-      (soft placement) one, e.g. with virtual CPU devices.
+      (soft placement) one, e.g. with virtual CPU devices; `use_xla` still
+      applies to it.
     on_finish: optional callable(sess, step) run by this task when training
       ends (the cluster layer uses it to tell parameter servers to exit).
     deployment_options: optional dict of extra `DeploymentConfig` arguments
@@ -454,7 +469,7 @@ def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
         is_chief=is_chief, saver=saver,
         checkpoint_path=os.path.join(train_dir, 'model.ckpt'),
         on_finish=on_finish, step_after_update=step_after_update)
-    config = session_config_override or session_config(train_config)
+    config = session_config(train_config, base=session_config_override)
     if master and not is_chief:
       training_loop.wait_for_model_ready(master, config, startup_timeout_secs)
     try:

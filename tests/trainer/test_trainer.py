@@ -275,6 +275,19 @@ def test_speed_options_train_correctly_on_cpu(tmp_path, option):
     assert not mixed_precision_global_state.is_mixed_precision_graph_rewrite_enabled()
 
 
+def test_use_xla_turns_on_the_global_jit_level():
+  jit_level = lambda config: config.graph_options.optimizer_options.global_jit_level  # noqa: E731
+  on = tf.compat.v1.OptimizerOptions.ON_1
+  assert jit_level(trainer.session_config(_train_config(use_xla=True))) == on
+  assert jit_level(trainer.session_config(_train_config())) != on
+  # A caller's config (virtual CPU devices here) keeps its settings and gets XLA.
+  base = test_util.session_config(num_cpus=2)
+  config = trainer.session_config(_train_config(use_xla=True), base=base)
+  assert jit_level(config) == on and config.device_count['CPU'] == 2
+  assert jit_level(base) != on
+  assert trainer.session_config(_train_config(), base=base) == base
+
+
 def test_speed_options_lower_the_loss_like_the_default(tmp_path):
   losses = {}
   for option in ('default', 'use_mixed_precision', 'use_xla'):
