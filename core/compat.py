@@ -351,7 +351,7 @@ def _print_logs_once():
   Returns:
     True when registered (TF's logger had a handler of its own).
   """
-  if not _tf_log_handlers():
+  if ONE_LOG_FORMAT_FIX in _APPLIED or not _tf_log_handlers():
     return False
   from absl import app as _absl_app  # absl ships with TF; imported only here.
   _absl_app.call_after_init(_drop_tf_log_handlers)
