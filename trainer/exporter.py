@@ -45,7 +45,7 @@ into place, so a failed export leaves nothing at the target):
 
 import os
 import shutil
-import tempfile
+import uuid
 
 from absl import logging
 import tensorflow as tf
@@ -260,10 +260,25 @@ def _target_and_temp(output_directory, serving_version):
                        % (serving_version, target))
   os.makedirs(parent, exist_ok=True)
   # Hidden and non-numeric: TF Serving ignores it while it is being written.
-  temp = tempfile.mkdtemp(prefix='.%s.tmp-' % os.path.basename(target), dir=parent)
+  temp = _make_temp_dir(parent, '.%s.tmp-' % os.path.basename(target))
   saved_model_dir = temp if serving_version is not None else os.path.join(
       temp, SAVED_MODEL_DIR)
   return target, temp, saved_model_dir
+
+
+def _make_temp_dir(parent, prefix):
+  """Creates a new uniquely named directory in `parent`, with the umask's mode.
+
+  Not `tempfile.mkdtemp`: its 0700 would survive the rename, and TF Serving
+  running as another user could not read the export.
+  """
+  while True:
+    path = os.path.join(parent, prefix + uuid.uuid4().hex[:8])
+    try:
+      os.mkdir(path)  # mode 0o777 minus the umask
+      return path
+    except FileExistsError:
+      continue
 
 
 def export_inference_graph(input_type, pipeline_config, trained_checkpoint_prefix,
