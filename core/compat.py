@@ -169,6 +169,15 @@ _SUPERVISOR_THREADS = (_supervisor.SVSummaryThread, _supervisor.SVStepCounterThr
 LEGACY_KERAS_FIX = 'keras.legacy_for_v1_layers'
 _LEGACY_KERAS_ENV = 'TF_USE_LEGACY_KERAS'
 
+# TF's Python logger ('tensorflow') has its own stderr handler and also
+# propagates to the root logger, where absl's `app.run` installs its handler:
+# in every command line each message of TF or tf-slim (checkpoints, exports,
+# Supervisor) printed twice, as `INFO:tensorflow:...` and as an absl line. Once
+# absl has initialised (`app.call_after_init`), the TF handler is removed so
+# every message is printed once, in absl's format. Library use without
+# `app.run` keeps TF's handler (there is no absl handler to take over).
+ONE_LOG_FORMAT_FIX = 'logging.one_format'
+
 _APPLIED = []
 
 
@@ -323,6 +332,32 @@ def _select_legacy_keras():
   return True
 
 
+def _tf_log_handlers():
+  """The handlers TF installed on its own 'tensorflow' logger."""
+  return list(_logging.get_logger().handlers)
+
+
+def _drop_tf_log_handlers():
+  """Leaves TF's messages to the root logger's absl handler."""
+  logger = _logging.get_logger()
+  for handler in _tf_log_handlers():
+    logger.removeHandler(handler)
+  logger.propagate = True
+
+
+def _print_logs_once():
+  """Registers `_drop_tf_log_handlers` to run once absl's app is initialised.
+
+  Returns:
+    True when registered (TF's logger had a handler of its own).
+  """
+  if ONE_LOG_FORMAT_FIX in _APPLIED or not _tf_log_handlers():
+    return False
+  from absl import app as _absl_app  # absl ships with TF; imported only here.
+  _absl_app.call_after_init(_drop_tf_log_handlers)
+  return True
+
+
 def _disabled_fix_ids():
   """Reads SLIMTRAIN_DISABLE_COMPAT.
 
@@ -390,6 +425,8 @@ def needed_fixes():
     needed.append(SUPERVISOR_THREADS_FIX)
   if LEGACY_KERAS_FIX in _APPLIED or _legacy_keras_needs_fix():
     needed.append(LEGACY_KERAS_FIX)
+  if ONE_LOG_FORMAT_FIX in _APPLIED or _tf_log_handlers():
+    needed.append(ONE_LOG_FORMAT_FIX)
   return needed
 
 
@@ -418,6 +455,8 @@ def apply():
     applied.append(SUPERVISOR_THREADS_FIX)
   if LEGACY_KERAS_FIX not in disabled and _select_legacy_keras():
     applied.append(LEGACY_KERAS_FIX)
+  if ONE_LOG_FORMAT_FIX not in disabled and _print_logs_once():
+    applied.append(ONE_LOG_FORMAT_FIX)
   _APPLIED.extend(applied)
   return applied
 

@@ -21,14 +21,18 @@ Dotted-path overrides (`{'train_config.num_steps': 100}`) are checked the same
 way: an unknown path or a value of the wrong type names the path.
 """
 
+import difflib
 import os
 import re
-import tempfile
+import time
+import uuid
 
 from absl import logging
 from google.protobuf import descriptor as descriptor_lib
 from google.protobuf import text_format
+import tensorflow as tf
 
+from core import label_map_util
 from protos import pipeline_pb2
 
 PIPELINE_CONFIG_NAME = 'pipeline.config'
@@ -241,22 +245,67 @@ def get_configs_from_pipeline_file(pipeline_config_path, config_override=None,
   return create_configs_from_pipeline_proto(pipeline_config)
 
 
+def check_label_maps(configs):
+  """Checks that every label map of the input readers fits the model's num_classes.
+
+  Args:
+    configs: the dict of `create_configs_from_pipeline_proto`.
+
+  Raises:
+    ValueError: from `label_map_util.check_ids_within`, naming the label map
+      file and the id above num_classes.
+  """
+  kind = configs['model'].WhichOneof('model')
+  if kind is None:
+    return
+  num_classes = getattr(configs['model'], kind).num_classes
+  readers = [configs['train_input_config']] + list(configs.get('eval_input_configs', []))
+  for path in sorted({r.label_map_path for r in readers if r.label_map_path}):
+    label_map_util.check_ids_within(path, num_classes)
+
+
 def save_pipeline_config(pipeline_config, directory):
   """Writes `directory/pipeline.config` atomically (temp file, then rename).
+
+  A `pipeline.config` already there with different content (an earlier run
+  with another config) is kept as `pipeline.config.<UTC time>` and the
+  difference is logged as a warning; identical content is just rewritten.
+  Paths go through tf.io.gfile, so `gs://` and other TF filesystems work, and
+  the file gets the umask's permissions.
 
   Returns:
     The path written.
   """
-  os.makedirs(directory, exist_ok=True)
+  tf.io.gfile.makedirs(directory)
   path = os.path.join(directory, PIPELINE_CONFIG_NAME)
+  text = text_format.MessageToString(pipeline_config)
+  _keep_a_different_previous_config(path, text)
   logging.info('Writing pipeline config file to %s', path)
-  fd, temp_path = tempfile.mkstemp(prefix='.pipeline.config.', dir=directory)
+  temp_path = os.path.join(directory, '.%s.tmp-%s' % (PIPELINE_CONFIG_NAME, uuid.uuid4().hex))
   try:
-    with os.fdopen(fd, 'w', encoding='utf-8') as f:
-      f.write(text_format.MessageToString(pipeline_config))
-    os.replace(temp_path, path)
+    with tf.io.gfile.GFile(temp_path, 'w') as f:
+      f.write(text)
+    tf.io.gfile.rename(temp_path, path, overwrite=True)
   except BaseException:
-    if os.path.exists(temp_path):
-      os.remove(temp_path)
+    if tf.io.gfile.exists(temp_path):
+      tf.io.gfile.remove(temp_path)
     raise
   return path
+
+
+def _keep_a_different_previous_config(path, new_text):
+  """Renames an existing `path` whose content differs from `new_text`; logs the diff."""
+  if not tf.io.gfile.exists(path):
+    return
+  with tf.io.gfile.GFile(path, 'r') as f:
+    old_text = f.read()
+  if old_text == new_text:
+    return
+  kept = '%s.%s' % (path, time.strftime('%Y%m%d-%H%M%S', time.gmtime()))
+  while tf.io.gfile.exists(kept):
+    kept += '_'
+  tf.io.gfile.rename(path, kept)
+  diff = difflib.unified_diff(old_text.splitlines(), new_text.splitlines(),
+                              kept, path, lineterm='', n=1)
+  logging.warning('%s differs from the config of an earlier run, kept as %s:\n%s',
+                  path, kept, '\n'.join(diff))

@@ -18,6 +18,11 @@ wrong class in a batch much later:
         'data/label_map.pbtxt')   # {1: {'id': 1, 'name': 'rectangle'}, ...}
 
 `write_label_map(path, ['rectangle', 'ellipse'])` writes one (ids 1, 2, ...).
+
+Ids must also be classes of the model: `check_ids_within(path, num_classes)`
+at startup for the label map, `checked_class_ids(ids, num_classes, field)` in
+the input graph for each record (an id above num_classes would otherwise be an
+all-zero target, trained as background).
 """
 
 import tensorflow as tf
@@ -115,6 +120,52 @@ def get_max_label_map_index(label_map_or_path):
   """Returns the largest id in the label map."""
   label_map, _ = _as_label_map(label_map_or_path)
   return max(item.id for item in label_map.item)
+
+
+def check_ids_within(label_map_or_path, num_classes):
+  """Raises unless every id of the label map is a class of the model (1..num_classes).
+
+  An id above `num_classes` would become an all-zero one-hot target: the
+  object would be trained as background without any error.
+
+  Args:
+    label_map_or_path: a StringIntLabelMap or the path of one.
+    num_classes: the model's number of classes (background excluded).
+
+  Raises:
+    ValueError: naming the label map file, the item and its id.
+  """
+  label_map, path = _as_label_map(label_map_or_path)
+  for index, item in enumerate(label_map.item):
+    if item.id > num_classes:
+      raise ValueError(
+          'Label map %s: item %d (name %r) has id %d, above the model\'s num_classes=%d; '
+          'ids must be in 1..%d.' % (path, index, item.name, item.id, num_classes, num_classes))
+
+
+def checked_class_ids(class_ids, num_classes, field_name):
+  """Returns `class_ids` after an in-graph check that they lie in 1..num_classes.
+
+  Records are checked in the graph because a label map cannot vouch for
+  them: an id outside the range would silently become an all-zero target.
+
+  Args:
+    class_ids: integer tensor of 1-based class ids from a record.
+    num_classes: the model's number of classes.
+    field_name: the record field the ids come from, named in the error.
+
+  Returns:
+    `class_ids`; evaluating it raises `InvalidArgumentError` naming
+    `field_name`, the offending id and num_classes when one is out of range.
+  """
+  ids = tf.reshape(tf.cast(class_ids, tf.int64), [-1])
+  valid = tf.logical_and(ids >= 1, ids <= num_classes)
+  bad = tf.boolean_mask(ids, tf.logical_not(valid))
+  message = '%s has a class id outside 1..num_classes=%d:' % (field_name, num_classes)
+  check = tf.debugging.Assert(tf.reduce_all(valid), [message, bad], summarize=5,
+                              name='check_%s' % field_name)
+  with tf.control_dependencies([check]):
+    return tf.identity(class_ids)
 
 
 def convert_label_map_to_categories(label_map, max_num_classes, use_display_name=True):

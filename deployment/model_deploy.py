@@ -29,6 +29,9 @@ Where slimtrain differs from slim, on purpose:
   worker. Every variable created through `tf.compat.v1.get_variable` in a
   clone (not only slim's `model_variable`) gets the variables device.
 * `ps_strategy='greedy'` balances ps tasks by bytes.
+* `check_clone_devices(config)` refuses more GPU clones than visible GPUs;
+  slim built them anyway and soft placement silently put the extra clones
+  on a shared device. The trainers call it before building clones.
 * `variable_update='replicated'` gives every clone its own copy of the
   trainable variables on its device, all-reduces the gradients (NCCL or a
   tree of `add_n`) and updates every copy identically; see
@@ -77,7 +80,7 @@ from deployment import device_setters
 from deployment import replicated
 
 __all__ = ['create_clones', 'deploy', 'optimize_clones', 'apply_gradients',
-           'savable_variables', 'variable_copies', 'DeployedModel',
+           'savable_variables', 'variable_copies', 'check_clone_devices', 'DeployedModel',
            'DeploymentConfig', 'Clone']
 
 VARIABLE_UPDATES = ('parameter_server', 'replicated')
@@ -95,6 +98,35 @@ def _variables_getter(variables_device):
     with tf.compat.v1.device(variables_device):
       return getter(name, *args, **kwargs)
   return getter
+
+
+def check_clone_devices(config, num_gpus=None):
+  """Raises unless every GPU clone of `config` gets a GPU of its own.
+
+  Clone i goes to `/device:GPU:i`; without that GPU, soft placement would
+  move it onto a device another clone already uses, which is slower than
+  one clone and looks like data parallelism. One clone without a GPU is
+  fine (it runs on the CPU), as are `clone_on_cpu` and `clone_devices`.
+
+  Args:
+    config: a `DeploymentConfig`.
+    num_gpus: GPUs this process can use; None counts the visible ones
+      (`tf.config.list_physical_devices('GPU')`, which honours
+      CUDA_VISIBLE_DEVICES).
+
+  Raises:
+    ValueError: naming num_clones and the number of visible GPUs.
+  """
+  if config.clone_on_cpu or config._clone_devices is not None or config.num_clones <= 1:
+    return
+  if num_gpus is None:
+    num_gpus = len(tf.config.list_physical_devices('GPU'))
+  if config.num_clones > num_gpus:
+    raise ValueError(
+        'num_clones=%d needs one GPU per clone, but %d GPU(s) are visible; the extra '
+        'clones would silently share a device. Use num_clones<=%d, or clone_on_cpu=True '
+        'to run the clones on the CPU on purpose.' % (config.num_clones, num_gpus,
+                                                       max(num_gpus, 1)))
 
 
 def create_clones(config, model_fn, args=None, kwargs=None):

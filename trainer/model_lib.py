@@ -72,6 +72,7 @@ from builders import preprocessor_builder
 from core import checkpoints
 from core import coco_evaluation
 from core import config_util
+from core import label_map_util
 from core import model as core_model
 from core import moving_averages
 from core import preprocessor
@@ -352,7 +353,9 @@ def _transform_fn(model_config, num_classes, augmentation=()):
     image, true_shape = model.preprocess(tensor_dict[_INPUT.image])
     tensor_dict[_INPUT.image] = image[0]
     tensor_dict[_INPUT.true_image_shape] = true_shape[0]
-    classes = tf.cast(tensor_dict[_INPUT.groundtruth_classes], tf.int32) - fields.LABEL_ID_OFFSET
+    classes = tf.cast(label_map_util.checked_class_ids(
+        tensor_dict[_INPUT.groundtruth_classes], num_classes, _INPUT.groundtruth_classes),
+        tf.int32) - fields.LABEL_ID_OFFSET
     tensor_dict[_INPUT.groundtruth_classes] = tf.one_hot(classes, num_classes, dtype=tf.float32)
     if _INPUT.groundtruth_weights not in tensor_dict:
       tensor_dict[_INPUT.groundtruth_weights] = tf.ones_like(classes, tf.float32)
@@ -538,6 +541,7 @@ def create_estimator_and_inputs(run_config, hparams=None, pipeline_config_path=N
   train_steps = _merge_run_arguments(configs, train_steps, sample_1_of_n_eval_examples,
                                      sample_1_of_n_eval_on_train_examples,
                                      override_eval_num_epochs)
+  config_util.check_label_maps(configs)
   model_config = configs['model']
   train_config, eval_config = configs['train_config'], configs['eval_config']
 

@@ -91,6 +91,7 @@ def run(argv=None):
   configs = config_util.get_configs_from_pipeline_file(
       FLAGS.pipeline_config_path, overrides=overrides,
       required_sections=config_util.TRAIN_SECTIONS)
+  config_util.check_label_maps(configs)
   deploy_config = configs['deploy_config']
   cluster = cluster_lib.ClusterConfig.from_tf_config()
 

@@ -16,8 +16,9 @@ Where we differ from the original, on purpose:
 
 * `sync_replicas` works with `num_clones > 1` (the original refused).
 * A batch size not divisible by the clones is an error, not a silent floor.
-* Gradients are applied only after the total loss passed `check_numerics`,
-  so a NaN step leaves the variables (and the last checkpoint) intact, and the
+* Gradients are applied only after the total loss passed `check_numerics`
+  and, by default, the global gradient norm is finite (trainer.numerics), so
+  a NaN step leaves the variables (and the last checkpoint) intact, and the
   error names the step.
 * One `Session.run` per step, with progress (loss, steps/sec, examples/sec,
   ETA) every `log_every_n_steps`; SIGTERM writes a checkpoint first.
@@ -39,11 +40,13 @@ from builders import optimizer_builder
 from builders import preprocessor_builder
 from core import batcher
 from core import fine_tune
+from core import label_map_util
 from core import model as model_lib
 from core import preprocessor
 from core import standard_fields as fields
 from core import variables_helper
 from deployment import model_deploy
+from trainer import numerics
 from trainer import sync_replicas
 from trainer import training_loop
 
@@ -148,8 +151,9 @@ def get_inputs(input_queue, num_classes, merge_multiple_label_boxes=False,
     image = read_data[fields.InputDataFields.image]
     key = read_data.get(fields.InputDataFields.source_id, '')
     boxes = read_data[fields.InputDataFields.groundtruth_boxes]
-    classes = tf.cast(read_data[fields.InputDataFields.groundtruth_classes],
-                      tf.int32) - _LABEL_ID_OFFSET
+    classes = tf.cast(label_map_util.checked_class_ids(
+        read_data[fields.InputDataFields.groundtruth_classes], num_classes,
+        fields.InputDataFields.groundtruth_classes), tf.int32) - _LABEL_ID_OFFSET
     if merge_multiple_label_boxes:
       boxes, classes = _merge_boxes_with_multiple_labels(boxes, classes, num_classes)
     elif use_multiclass_scores:
@@ -169,7 +173,9 @@ def get_inputs(input_queue, num_classes, merge_multiple_label_boxes=False,
 
 def _create_classification_losses(model, read_data_list):
   images = [d[fields.InputDataFields.image] for d in read_data_list]
-  labels = [tf.reshape(d[fields.InputDataFields.label], [1]) for d in read_data_list]
+  labels = [tf.reshape(label_map_util.checked_class_ids(
+      d[fields.InputDataFields.label], model.num_classes, fields.InputDataFields.label), [1])
+            for d in read_data_list]
   processed, true_image_shapes = model.preprocess(tf.concat(images, 0))
   model.provide_groundtruth(tf.concat(labels, 0) - _LABEL_ID_OFFSET)
   prediction_dict = model.predict(processed, true_image_shapes)
@@ -240,7 +246,7 @@ def transform_gradients(grads_and_vars, train_config):
     grads_and_vars: list of (gradient, variable) pairs.
     train_config: a `train_pb2.TrainConfig`: `bias_grad_multiplier`,
       `freeze_variables`, `update_trainable_variables`,
-      `gradient_clipping_by_norm`.
+      `gradient_clipping_by_norm`, `check_gradient_norm` (see trainer.numerics).
 
   Returns:
     The transformed list of (gradient, variable) pairs.
@@ -260,26 +266,15 @@ def transform_gradients(grads_and_vars, train_config):
     with tf.compat.v1.name_scope('clip_grads'):
       grads_and_vars = slim.learning.clip_gradient_norms(
           grads_and_vars, train_config.gradient_clipping_by_norm)
+  if train_config.check_gradient_norm and not train_config.use_mixed_precision:
+    # Mixed precision's dynamic loss scale skips inf steps by itself.
+    grads_and_vars = numerics.check_gradient_norm(grads_and_vars)
   return grads_and_vars
 
 
 def _gate_gradients(grads_and_vars, gate):
-  """Makes every gradient wait for `gate` (the checked total loss).
-
-  Only the gradients are gated, not the whole `apply_gradients` call: ops
-  that an optimizer creates there (SyncReplicasOptimizer's init and
-  readiness ops) must not depend on the loss, or running them at startup
-  would dequeue a batch before the queue runners exist and hang forever.
-  """
-  gated = []
-  with tf.control_dependencies([gate]):
-    for grad, var in grads_and_vars:
-      if isinstance(grad, tf.IndexedSlices):
-        grad = tf.IndexedSlices(tf.identity(grad.values), grad.indices, grad.dense_shape)
-      elif grad is not None:
-        grad = tf.identity(grad)
-      gated.append((grad, var))
-  return gated
+  """Makes every gradient wait for `gate` (the checked total loss)."""
+  return numerics.gate_gradients(grads_and_vars, gate)
 
 
 def _release_workers_then(sync_optimizer, on_finish):
@@ -291,10 +286,24 @@ def _release_workers_then(sync_optimizer, on_finish):
   return finish
 
 
-def session_config(train_config):
-  """Soft placement (as the original), plus XLA when configured."""
+def session_config(train_config, base=None):
+  """The training session's ConfigProto: `base` (default: soft placement, as
+  the original) plus XLA's global JIT level ON_1 when `train_config.use_xla`.
+
+  On CPU, TF's auto-clustering also needs TF_XLA_FLAGS=--tf_xla_cpu_global_jit;
+  GPUs need nothing more.
+
+  Args:
+    train_config: a `train_pb2.TrainConfig`.
+    base: optional ConfigProto to start from (copied, not changed).
+
+  Returns:
+    A new `tf.compat.v1.ConfigProto`.
+  """
   config = tf.compat.v1.ConfigProto(allow_soft_placement=True,
                                     log_device_placement=False)
+  if base is not None:
+    config.CopyFrom(base)
   if train_config.use_xla:
     config.graph_options.optimizer_options.global_jit_level = (
         tf.compat.v1.OptimizerOptions.ON_1)
@@ -322,7 +331,8 @@ def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
     train_dir: checkpoints and summaries go here.
     graph_hook_fn: optional callable run after the clones are built.
     session_config_override: optional ConfigProto replacing the default
-      (soft placement) one, e.g. with virtual CPU devices.
+      (soft placement) one, e.g. with virtual CPU devices; `use_xla` still
+      applies to it.
     on_finish: optional callable(sess, step) run by this task when training
       ends (the cluster layer uses it to tell parameter servers to exit).
     deployment_options: optional dict of extra `DeploymentConfig` arguments
@@ -351,6 +361,7 @@ def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
         num_clones=num_clones, clone_on_cpu=clone_on_cpu, replica_id=task,
         num_replicas=worker_replicas, num_ps_tasks=ps_tasks,
         worker_job_name=worker_job_name, **(deployment_options or {}))
+    model_deploy.check_clone_devices(deploy_config)
     with tf.compat.v1.device(deploy_config.variables_device()):
       global_step = slim.create_global_step()
 
@@ -398,10 +409,13 @@ def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
       total_loss, grads_and_vars = model_deploy.optimize_clones(
           clones, training_optimizer, regularization_losses=regularization_losses)
       total_loss = tf.debugging.check_numerics(
-          total_loss, training_loop.NAN_LOSS_MESSAGE)
-      grads_and_vars = transform_gradients(grads_and_vars, train_config)
-      # The update waits for the numerics check, so a NaN step changes nothing.
-      grads_and_vars = _gate_gradients(grads_and_vars, total_loss)
+          numerics.inject_nan_loss(total_loss, global_step,
+                                   train_config.debug_nan_loss_at_step),
+          training_loop.NAN_LOSS_MESSAGE)
+      # The update waits for the numerics checks (loss first, then the
+      # gradient norm in transform_gradients), so a NaN step changes nothing.
+      grads_and_vars = transform_gradients(
+          _gate_gradients(grads_and_vars, total_loss), train_config)
       grad_updates = model_deploy.apply_gradients(
           clones, training_optimizer, grads_and_vars, global_step=global_step)
       update_ops.append(grad_updates)
@@ -445,7 +459,7 @@ def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
         is_chief=is_chief, saver=saver,
         checkpoint_path=os.path.join(train_dir, 'model.ckpt'),
         on_finish=on_finish, step_after_update=step_after_update)
-    config = session_config_override or session_config(train_config)
+    config = session_config(train_config, base=session_config_override)
     if master and not is_chief:
       training_loop.wait_for_model_ready(master, config, startup_timeout_secs)
     try:

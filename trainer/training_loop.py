@@ -6,7 +6,8 @@ op, then `should_log`, then `should_stop`) and logs only seconds per step.
 Python from the global step it fetched, and adds what long jobs need:
 
 * progress every N steps: step, loss, steps/sec, examples/sec and an ETA;
-* a clear error naming the step when the loss becomes inf or NaN;
+* a clear error naming the step when the loss or the gradient norm becomes
+  inf or NaN (the variables are left as they were);
 * preemption: after SIGTERM, the chief writes a checkpoint at the current
   step and training stops with `TrainingPreempted`.
 
@@ -28,6 +29,8 @@ import time
 from absl import logging
 import tensorflow as tf
 
+from trainer import numerics
+
 NAN_LOSS_MESSAGE = 'LossTensor is inf or nan.'
 
 # Exit code of `python -m trainer.train` after a preemption checkpoint:
@@ -46,7 +49,15 @@ class TrainingPreempted(Exception):
 
 
 class NanLossError(tf.errors.InvalidArgumentError):
-  """The total loss became inf or NaN; names the step where it happened."""
+  """The total loss or the gradient norm became inf or NaN; names the step."""
+
+
+def _numerics_failure(error_message):
+  """Returns which numerics check an error message comes from, or None."""
+  for message in (NAN_LOSS_MESSAGE, numerics.GRADIENT_NORM_MESSAGE):
+    if message in error_message:
+      return message
+  return None
 
 
 def _format_duration(seconds):
@@ -194,14 +205,15 @@ class TrainStepRunner:
       loss, step = sess.run([train_op, self._step_after_update
                              if self._step_after_update is not None else global_step])
     except tf.errors.InvalidArgumentError as e:
-      if 'LossTensor is inf or nan' not in str(e.message):
+      cause = _numerics_failure(str(e.message))
+      if cause is None:
         raise
       step = sess.run(global_step)
       raise NanLossError(
           e.node_def, e.op,
           '%s Training stopped at global step %d; variables were not updated '
           'by the failing step and the last checkpoint is intact.' %
-          (NAN_LOSS_MESSAGE, step)) from None
+          (cause, step)) from None
     self.last_step, self.last_loss = int(step), float(loss)
     if self._log_every_n_steps:
       self._log_progress(self.last_step, self.last_loss)

@@ -220,6 +220,23 @@ class DeploymentConfigTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, 'clone_index must be less than num_clones'):
       config.clone_scope(2)
 
+  def testMoreGpuClonesThanVisibleGpusIsAnError(self):
+    visible = len(tf.config.list_physical_devices('GPU'))
+    too_many = model_deploy.DeploymentConfig(num_clones=visible + 2)
+    with self.assertRaisesRegex(ValueError, r'num_clones=%d needs one GPU per clone, but %d '
+                                r'GPU\(s\) are visible' % (visible + 2, visible)):
+      model_deploy.check_clone_devices(too_many)
+    with self.assertRaisesRegex(ValueError, r'num_clones=4 .* but 2 GPU'):
+      model_deploy.check_clone_devices(model_deploy.DeploymentConfig(num_clones=4), num_gpus=2)
+
+  def testClonesThatGetTheirOwnDeviceAreAccepted(self):
+    for config in (model_deploy.DeploymentConfig(num_clones=1),
+                   model_deploy.DeploymentConfig(num_clones=4, clone_on_cpu=True),
+                   model_deploy.DeploymentConfig(
+                       num_clones=2, clone_devices=['/device:CPU:0', '/device:CPU:1'])):
+      model_deploy.check_clone_devices(config, num_gpus=0)
+    model_deploy.check_clone_devices(model_deploy.DeploymentConfig(num_clones=2), num_gpus=2)
+
 
 class CreatecloneTest(tf.test.TestCase):
 

@@ -242,6 +242,20 @@ def test_next_serving_version_sits_beside_the_first(trained, tmp_path):
   assert sorted(os.listdir(str(tmp_path))) == ['1', '2']
 
 
+def test_export_is_readable_by_other_users_under_a_022_umask(trained, tmp_path):
+  config, checkpoint = trained['classifier']
+  previous = os.umask(0o022)
+  try:
+    exporter.export_inference_graph('image_tensor', config, checkpoint, str(tmp_path),
+                                    serving_version=1)
+  finally:
+    os.umask(previous)
+  for root, dirs, files in os.walk(str(tmp_path / '1')):
+    assert os.stat(root).st_mode & 0o777 == 0o755, root
+    for name in files:
+      assert os.stat(os.path.join(root, name)).st_mode & 0o044 == 0o044, name
+
+
 def test_fixed_input_shape_and_inference_graph(trained, tmp_path):
   config, checkpoint = trained['classifier']
   path = exporter.export_inference_graph(

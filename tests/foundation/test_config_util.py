@@ -1,6 +1,8 @@
 """Tests for core.config_util: loading, errors naming the field, overrides."""
 
+import logging
 import os
+import re
 import sys
 
 import pytest
@@ -146,6 +148,47 @@ def test_save_round_trips_atomically(tmp_path):
   again = config_util.get_configs_from_pipeline_file(written)
   assert again['train_config'] == configs['train_config']
   assert again['deploy_config'] == configs['deploy_config']
+
+
+
+def _save(tmp_path, num_steps, directory):
+  configs = config_util.get_configs_from_pipeline_file(
+      _write(tmp_path, _GOOD), overrides={'train_config.num_steps': num_steps})
+  return config_util.save_pipeline_config(
+      config_util.create_pipeline_proto_from_configs(configs), directory)
+
+
+def test_a_different_earlier_config_is_kept_and_the_difference_logged(tmp_path, caplog):
+  train_dir = str(tmp_path / 'train')
+  first = _save(tmp_path, 100, train_dir)
+  with open(first) as f:
+    first_text = f.read()
+  with caplog.at_level(logging.WARNING):
+    _save(tmp_path, 250, train_dir)
+  kept = [n for n in os.listdir(train_dir) if n != 'pipeline.config']
+  assert len(kept) == 1 and re.fullmatch(r'pipeline\.config\.\d{8}-\d{6}', kept[0]), kept
+  with open(os.path.join(train_dir, kept[0])) as f:
+    assert f.read() == first_text
+  assert config_util.load_pipeline_config(first).train_config.num_steps == 250
+  warning = '\n'.join(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+  assert 'kept as %s' % os.path.join(train_dir, kept[0]) in warning
+  assert '-  num_steps: 100' in warning and '+  num_steps: 250' in warning
+
+
+def test_the_same_config_again_is_not_kept_twice(tmp_path):
+  train_dir = str(tmp_path / 'train')
+  _save(tmp_path, 100, train_dir)
+  _save(tmp_path, 100, train_dir)
+  assert os.listdir(train_dir) == ['pipeline.config']
+
+
+def test_saved_config_gets_the_umask_permissions(tmp_path):
+  previous = os.umask(0o022)
+  try:
+    path = _save(tmp_path, 100, str(tmp_path / 'train'))
+  finally:
+    os.umask(previous)
+  assert os.stat(path).st_mode & 0o777 == 0o644
 
 
 if __name__ == '__main__':

@@ -70,7 +70,8 @@ def write_colour_records(data_dir, num_examples=32, seed=0):
 def write_pipeline_config(directory, data, num_steps=20, batch_size=4, learning_rate=0.05,
                           sync_replicas=False, replicas_to_aggregate=1, num_clones=1,
                           save_interval_secs=600, log_every_n_steps=1,
-                          startup_timeout_secs=60, chief_timeout_secs=60, name='pipeline.config'):
+                          startup_timeout_secs=60, chief_timeout_secs=60, name='pipeline.config',
+                          debug_nan_loss_at_step=0):
   """Writes a pipeline config for the tiny classifier; returns its path."""
   text = """
 model { slim_classifier {
@@ -90,6 +91,7 @@ train_config {
   log_every_n_steps: %(log_every)d
   save_interval_secs: %(save_secs)d
   save_summaries_secs: 600
+  debug_nan_loss_at_step: %(nan_step)d
 }
 train_input_reader {
   label_map_path: "%(label_map)s"
@@ -108,7 +110,7 @@ deploy_config {
            replicas=replicas_to_aggregate, lr=learning_rate, log_every=log_every_n_steps,
            save_secs=save_interval_secs, label_map=data['label_map_path'],
            pattern=data['pattern'], num_clones=num_clones, startup=startup_timeout_secs,
-           chief=chief_timeout_secs)
+           chief=chief_timeout_secs, nan_step=debug_nan_loss_at_step)
   path = os.path.join(directory, name)
   with open(path, 'w') as f:
     f.write(text)

@@ -100,9 +100,11 @@ def test_async_two_workers_converge_like_single_process(tmp_path, data):
     return np.mean([loss for _, loss in losses[-6:]]), losses[0][1]
   single_loss, single_first = final_loss([single])
   cluster_loss, _ = final_loss([tasks['worker0'], tasks['worker1']])
-  # Chance level is ln(2) ~ 0.69; both runs must end well below it, close together.
-  assert single_loss < 0.35 and cluster_loss < 0.35, (single_loss, cluster_loss)
-  assert abs(single_loss - cluster_loss) < 0.2, (single_loss, cluster_loss, single_first)
+  # Chance level is ln(2) ~ 0.69. Correct runs end (mean of the last 6 logged
+  # losses) at 0.0002-0.0015 for both the single process and the async pair
+  # (3 runs on a loaded 2-core machine, 2026-11-23); the bounds keep ~7x margin.
+  assert single_loss < 0.01 and cluster_loss < 0.01, (single_loss, cluster_loss)
+  assert abs(single_loss - cluster_loss) < 0.005, (single_loss, cluster_loss, single_first)
 
 
 def test_ps_exits_nonzero_when_the_chief_disappears(tmp_path, data):

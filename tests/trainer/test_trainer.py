@@ -119,6 +119,33 @@ def test_trains_two_clones(tmp_path):
   assert _read(str(tmp_path), 'global_step') == 6
 
 
+def test_more_clones_than_gpus_without_clone_on_cpu_is_an_error(tmp_path):
+  num_gpus = len(tf.config.list_physical_devices('GPU'))
+  with pytest.raises(ValueError, match='num_clones=%d needs one GPU per clone, but %d GPU' % (
+      num_gpus + 2, num_gpus)):
+    trainer.train(
+        create_tensor_dict_fn, lambda: TinyDetectionModel(NUM_CLASSES),
+        _train_config(batch_size=4 * (num_gpus + 2)), master='', task=0,
+        num_clones=num_gpus + 2, worker_replicas=1, clone_on_cpu=False, ps_tasks=0,
+        worker_job_name='worker', is_chief=True, train_dir=str(tmp_path))
+  assert not tf.io.gfile.glob(os.path.join(str(tmp_path), 'model.ckpt*'))
+
+
+def test_record_class_id_above_num_classes_stops_training(tmp_path):
+  def tensor_dict_with_class_3():
+    tensor_dict = create_tensor_dict_fn()
+    tensor_dict[fields.InputDataFields.groundtruth_classes] = tf.constant([3], tf.int64)
+    return tensor_dict
+
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match='groundtruth_classes has a class id outside 1..num_classes=2'):
+    trainer.train(
+        tensor_dict_with_class_3, lambda: TinyDetectionModel(NUM_CLASSES), _train_config(),
+        master='', task=0, num_clones=1, worker_replicas=1, clone_on_cpu=True, ps_tasks=0,
+        worker_job_name='worker', is_chief=True, train_dir=str(tmp_path),
+        session_config_override=test_util.session_config(num_cpus=1))
+
+
 def test_batch_not_divisible_by_clones_is_an_error(tmp_path):
   with pytest.raises(ValueError, match='batch_size=4 is not divisible by num_clones=3'):
     _train(str(tmp_path), _train_config(), num_clones=3)
@@ -148,13 +175,39 @@ def test_fine_tune_restores_model_variables_but_not_the_global_step(tmp_path):
 def test_nan_loss_names_the_step_and_keeps_the_checkpoint(tmp_path):
   _train(str(tmp_path), _train_config(num_steps=2))
   weights = _read(str(tmp_path), 'ClassPredictor/weights')
-  config = _train_config(num_steps=10)
-  config.optimizer.sgd_optimizer.learning_rate.constant_learning_rate.learning_rate = 1e30
-  with pytest.raises(training_loop.NanLossError, match='inf or nan.*global step'):
+  config = _train_config(num_steps=10, debug_nan_loss_at_step=4)
+  with pytest.raises(training_loop.NanLossError,
+                     match=r'LossTensor is inf or nan\. Training stopped at global step 4;'):
     _train(str(tmp_path), config)
   # The last good checkpoint is still the latest one, untouched.
   assert tf.train.latest_checkpoint(str(tmp_path)).endswith('model.ckpt-2')
   np.testing.assert_array_equal(weights, _read(str(tmp_path), 'ClassPredictor/weights'))
+
+
+class NanGradientModel(TinyDetectionModel):
+  """Finite loss, NaN gradients: sqrt's gradient at 0 is inf, times 2x = 0 is NaN."""
+
+  def loss(self, prediction_dict, true_image_shapes):
+    losses = super().loss(prediction_dict, true_image_shapes)
+    zeros = prediction_dict['boxes'] - tf.stop_gradient(prediction_dict['boxes'])
+    losses['Loss/zero_norm'] = tf.sqrt(tf.reduce_sum(tf.square(zeros)))
+    return losses
+
+
+def test_nan_gradients_of_a_finite_loss_stop_before_they_are_applied(tmp_path):
+  _train(str(tmp_path), _train_config(num_steps=2))
+  before = {n: _read(str(tmp_path), n) for n in ('BoxPredictor/weights', 'ClassPredictor/weights')}
+  with pytest.raises(training_loop.NanLossError,
+                     match=r'Gradient global norm is inf or nan\. Training stopped at global '
+                           r'step 2; variables were not updated'):
+    trainer.train(
+        create_tensor_dict_fn, lambda: NanGradientModel(NUM_CLASSES),
+        _train_config(num_steps=10), master='', task=0, num_clones=1, worker_replicas=1,
+        clone_on_cpu=True, ps_tasks=0, worker_job_name='worker', is_chief=True,
+        train_dir=str(tmp_path), session_config_override=test_util.session_config(num_cpus=1))
+  assert tf.train.latest_checkpoint(str(tmp_path)).endswith('model.ckpt-2')
+  for name, value in before.items():
+    np.testing.assert_array_equal(value, _read(str(tmp_path), name), err_msg=name)
 
 
 def _copy_dir(source, target):
@@ -220,6 +273,19 @@ def test_speed_options_train_correctly_on_cpu(tmp_path, option):
     # ...and the process-global rewrite is switched off again afterwards.
     from tensorflow.python.training.experimental import mixed_precision_global_state
     assert not mixed_precision_global_state.is_mixed_precision_graph_rewrite_enabled()
+
+
+def test_use_xla_turns_on_the_global_jit_level():
+  jit_level = lambda config: config.graph_options.optimizer_options.global_jit_level  # noqa: E731
+  on = tf.compat.v1.OptimizerOptions.ON_1
+  assert jit_level(trainer.session_config(_train_config(use_xla=True))) == on
+  assert jit_level(trainer.session_config(_train_config())) != on
+  # A caller's config (virtual CPU devices here) keeps its settings and gets XLA.
+  base = test_util.session_config(num_cpus=2)
+  config = trainer.session_config(_train_config(use_xla=True), base=base)
+  assert jit_level(config) == on and config.device_count['CPU'] == 2
+  assert jit_level(base) != on
+  assert trainer.session_config(_train_config(), base=base) == base
 
 
 def test_speed_options_lower_the_loss_like_the_default(tmp_path):

@@ -214,6 +214,7 @@ def build_clones(estimator, features, labels, deploy_config):
   if deploy_config.variable_update != 'parameter_server':
     raise ValueError("Estimator supports DeploymentConfig(variable_update='parameter_server') "
                      'only, got %r' % deploy_config.variable_update)
+  model_deploy.check_clone_devices(deploy_config)
   num_clones = deploy_config.num_clones
   with tf.compat.v1.device(deploy_config.inputs_device()):
     feature_parts = split_batch(features, num_clones)
