@@ -248,8 +248,11 @@ def test_export_is_readable_by_other_users_under_a_022_umask(trained, tmp_path):
   try:
     exporter.export_inference_graph('image_tensor', config, checkpoint, str(tmp_path),
                                     serving_version=1)
+    exporter.export_inference_graph('image_tensor', config, checkpoint,
+                                    str(tmp_path / 'od_layout'))
   finally:
     os.umask(previous)
+  assert stat.S_IMODE(os.stat(str(tmp_path / 'od_layout')).st_mode) == 0o755
   for root, dirs, files in os.walk(str(tmp_path / '1')):
     assert os.stat(root).st_mode & 0o777 == 0o755, root
     for name in files:
@@ -266,20 +269,6 @@ def test_fixed_input_shape_and_inference_graph(trained, tmp_path):
     meta_graph = tf.compat.v1.saved_model.load(sess, [tf.saved_model.SERVING], path)
   shape = meta_graph.signature_def['serving_default'].inputs['inputs'].tensor_shape
   assert [d.size for d in shape.dim] == [-1, CLASSIFIER_SIZE, CLASSIFIER_SIZE, 3]
-
-
-def test_export_directories_get_the_umask_mode_not_0700(trained, tmp_path):
-  config, checkpoint = trained['classifier']
-  previous = os.umask(0o022)
-  try:
-    path = exporter.export_inference_graph('image_tensor', config, checkpoint,
-                                           str(tmp_path / 'model'))
-    version = exporter.export_inference_graph('image_tensor', config, checkpoint,
-                                              str(tmp_path / 'serving'), serving_version=3)
-  finally:
-    os.umask(previous)
-  for directory in (str(tmp_path / 'model'), path, version):
-    assert stat.S_IMODE(os.stat(directory).st_mode) == 0o755, directory
 
 
 def _leftovers(directory):
