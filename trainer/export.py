@@ -5,7 +5,9 @@ r"""Command line of the exporter (the OD API's `export_inference_graph.py`).
         --trained_checkpoint_prefix=/tmp/train/model.ckpt-1000 \
         --output_directory=/tmp/exported --input_type=image_tensor
 
-writes `/tmp/exported/saved_model/` and `/tmp/exported/pipeline.config`. With
+writes `/tmp/exported/saved_model/`, `/tmp/exported/pipeline.config`,
+`/tmp/exported/frozen_inference_graph.pb` and the checkpoint it was made from,
+`/tmp/exported/model.ckpt.*` (as the OD API's exporter). With
 `--serving_version=N` it writes the TF Serving layout
 `/tmp/exported/N/saved_model.pb` instead. `--input_shape=-1,96,96,3` fixes the
 image size of an `image_tensor` input; `--config_override` takes a text-format

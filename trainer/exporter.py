@@ -11,7 +11,8 @@ in TF2 with `tf.saved_model.load(path).signatures['serving_default']`.
     pipeline_config = config_util.load_pipeline_config('configs/ssd_shapes.config')
     exporter.export_inference_graph(
         'image_tensor', pipeline_config, '/tmp/train/model.ckpt-1000', '/tmp/exported')
-    # -> /tmp/exported/saved_model/{saved_model.pb, variables/}, /tmp/exported/pipeline.config
+    # -> /tmp/exported/saved_model/{saved_model.pb, variables/}, /tmp/exported/pipeline.config,
+    #    /tmp/exported/frozen_inference_graph.pb, /tmp/exported/model.ckpt.{index,data-*,meta}
 
 Input types (the `inputs` tensor):
 
@@ -36,12 +37,37 @@ Layouts (both staged beside the target and renamed into place by
 `core.saved_model_writer`, so a failed export leaves nothing at the target and
 the export gets the umask's permissions like any other output):
 
-* default (the OD API's): `output_directory/saved_model/` and
-  `output_directory/pipeline.config` (and `inference_graph.pbtxt` with
-  `write_inference_graph`). `output_directory` must not exist or be empty.
+* default (the OD API's): `output_directory/saved_model/`,
+  `output_directory/pipeline.config`, the frozen graph
+  `output_directory/frozen_inference_graph.pb` (the inference graph with the
+  exported weights folded into constants; its input is the placeholder named
+  after the input type, e.g. `image_tensor:0`, its outputs the nodes named
+  after the outputs, e.g. `detection_boxes:0`), and the checkpoint the export
+  was made from, `output_directory/model.ckpt.{index,data-*,meta}` with its
+  `checkpoint` state file (the exported weights under their model names: with
+  moving averages, the averages; the `.meta` holds the inference graph). Also
+  `inference_graph.pbtxt` with `write_inference_graph`. `output_directory`
+  must not exist or be empty.
 * TF Serving (`serving_version=N`): `output_directory/N/saved_model.pb`,
   `output_directory/N/variables/`, `output_directory/N/pipeline.config`;
-  `output_directory` is the model's base path and keeps other versions.
+  `output_directory` is the model's base path and keeps other versions. No
+  frozen graph or checkpoint there: a serving version holds a SavedModel only.
+
+Using the frozen graph (TF1 style, as with the OD API's):
+
+    graph_def = tf.compat.v1.GraphDef()
+    with tf.io.gfile.GFile('/tmp/exported/frozen_inference_graph.pb', 'rb') as f:
+      graph_def.ParseFromString(f.read())
+    with tf.Graph().as_default() as graph:
+      tf.compat.v1.import_graph_def(graph_def, name='')
+      with tf.compat.v1.Session() as sess:
+        boxes, scores = sess.run(['detection_boxes:0', 'detection_scores:0'],
+                                 {'image_tensor:0': images})
+
+Differs on purpose from the OD API: the frozen graph and the checkpoint are
+written from the one session that restored the weights for the SavedModel
+(no temporary checkpoint, no second restore), and they are staged with the
+rest of the export, so they appear together with it or not at all.
 """
 
 import os
@@ -64,6 +90,8 @@ SIGNATURE_NAME = tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY
 INPUTS_KEY = 'inputs'
 SAVED_MODEL_DIR = 'saved_model'
 INFERENCE_GRAPH_NAME = 'inference_graph.pbtxt'
+FROZEN_GRAPH_NAME = 'frozen_inference_graph.pb'
+CHECKPOINT_NAME = 'model.ckpt'
 _DETECTION_OUTPUTS = (
     fields.DetectionResultFields.detection_boxes,
     fields.DetectionResultFields.detection_scores,
@@ -223,8 +251,50 @@ def _write_saved_model(sess, directory, placeholder, outputs):
   builder.save()
 
 
+def write_checkpoint(sess, directory):
+  """Saves the session's variables as `directory/model.ckpt` (+ `.meta`, `checkpoint`).
+
+  The variables are saved under their own names, so with moving averages the
+  averaged values (already restored into them) are what the checkpoint holds.
+  The `checkpoint` state file names the prefix relatively, so it stays valid
+  after the staging directory is renamed.
+
+  Args:
+    sess: a session whose graph is the inference graph, variables restored.
+    directory: where to write.
+
+  Returns:
+    The checkpoint prefix written.
+  """
+  saver = tf.compat.v1.train.Saver(tf.compat.v1.global_variables(),
+                                   save_relative_paths=True)
+  return saver.save(sess, os.path.join(directory, CHECKPOINT_NAME), write_meta_graph=True)
+
+
+def write_frozen_graph(sess, directory, outputs):
+  """Writes `directory/frozen_inference_graph.pb`: variables folded into constants.
+
+  Only the ops the outputs need are kept (the graph is pruned to them).
+
+  Args:
+    sess: a session whose graph is the inference graph, variables restored.
+    directory: where to write.
+    outputs: dict {name: tensor} of the export's outputs, each a node of
+      that name (see `build_outputs`).
+
+  Returns:
+    The GraphDef written.
+  """
+  output_nodes = sorted(tensor.op.name for tensor in outputs.values())
+  frozen = tf.compat.v1.graph_util.convert_variables_to_constants(
+      sess, sess.graph.as_graph_def(), output_nodes)
+  with tf.io.gfile.GFile(os.path.join(directory, FROZEN_GRAPH_NAME), 'wb') as f:
+    f.write(frozen.SerializeToString())
+  return frozen
+
+
 def _export_into(directory, saved_model_dir, input_type, pipeline_config, checkpoint_path,
-                 input_shape, write_inference_graph):
+                 input_shape, write_inference_graph, write_frozen=True):
   """Builds the inference graph, restores the checkpoint, writes everything."""
   with tf.Graph().as_default() as graph:
     placeholder, images = build_input(input_type, input_shape)
@@ -235,6 +305,9 @@ def _export_into(directory, saved_model_dir, input_type, pipeline_config, checkp
     with tf.compat.v1.Session(graph=graph) as sess:
       saver.restore(sess, checkpoint_path)
       _write_saved_model(sess, saved_model_dir, placeholder, outputs)
+      if write_frozen:
+        write_frozen_graph(sess, directory, outputs)
+        write_checkpoint(sess, directory)
     if write_inference_graph:
       tf.io.write_graph(graph.as_graph_def(), directory, INFERENCE_GRAPH_NAME)
   config_util.save_pipeline_config(pipeline_config, directory)
@@ -285,7 +358,8 @@ def export_inference_graph(input_type, pipeline_config, trained_checkpoint_prefi
     pipeline_config: a pipeline_pb2.TrainEvalPipelineConfig (or its path).
     trained_checkpoint_prefix: checkpoint prefix (`.../model.ckpt-N`); a
       training directory (its latest checkpoint) is accepted too.
-    output_directory: where the export goes (see the module docstring).
+    output_directory: where the export goes (see the module docstring); the
+      default layout also gets `frozen_inference_graph.pb` and `model.ckpt`.
     input_shape: optional [batch, height, width, 3] for `image_tensor`, -1 for
       an unknown size.
     write_inference_graph: also write `inference_graph.pbtxt`.
@@ -317,7 +391,7 @@ def export_inference_graph(input_type, pipeline_config, trained_checkpoint_prefi
     saved_model_dir = (staging_dir if serving_version is not None
                        else os.path.join(staging_dir, SAVED_MODEL_DIR))
     _export_into(staging_dir, saved_model_dir, input_type, pipeline_config, checkpoint_path,
-                 input_shape, write_inference_graph)
+                 input_shape, write_inference_graph, write_frozen=serving_version is None)
 
   saved_model_writer.write_atomically(target, write)
   result = target if serving_version is not None else os.path.join(target, SAVED_MODEL_DIR)

@@ -51,6 +51,10 @@ def test_cli_exports_a_saved_model(model, tmp_path):
   assert 'exported %s' % (out / 'saved_model') in proc.stdout
   assert os.path.exists(str(out / 'saved_model' / 'saved_model.pb'))
   assert os.path.exists(str(out / 'pipeline.config'))
+  # As the OD API's: the frozen graph and the checkpoint it was made from.
+  assert os.path.exists(str(out / 'frozen_inference_graph.pb'))
+  assert tf.train.latest_checkpoint(str(out)) == str(out / 'model.ckpt')
+  assert os.path.exists(str(out / 'model.ckpt.meta'))
 
 
 def test_cli_serving_layout_with_fixed_shape(model, tmp_path):

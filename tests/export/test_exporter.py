@@ -4,7 +4,8 @@ A small SSD (with moving averages) and a small classifier train for a few
 steps; each is exported for every input type; one fresh eager TF2 process
 loads every export with `tf.saved_model.load` and runs `serving_default` on
 the same images; its outputs must equal the graph-mode detections computed
-from the checkpoint here.
+from the checkpoint here. The frozen graph and the checkpoint written beside
+the SavedModel must give the SavedModel's outputs too.
 """
 
 import os
@@ -32,6 +33,9 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 SSD_SIZE = 96
 CLASSIFIER_SIZE = 32
 SERVING_VERSION = 7
+# What the OD API's exporter writes into output_directory.
+OD_LAYOUT = ['checkpoint', 'frozen_inference_graph.pb', 'model.ckpt.data-00000-of-00001',
+             'model.ckpt.index', 'model.ckpt.meta', 'pipeline.config', 'saved_model']
 
 # Runs in a fresh interpreter: TF2 defaults (eager), nothing from slimtrain imported.
 EAGER_PREDICT = r'''
@@ -139,6 +143,7 @@ def exports(trained, tmp_path_factory):
   for input_type in ('image_tensor', 'encoded_image_string_tensor'):
     path = exporter.export_inference_graph(input_type, cls_config, cls_checkpoint,
                                            str(root / ('classifier_' + input_type)))
+    paths['classifier_' + input_type] = path
     jobs['classifier_' + input_type] = (path, _inputs(cls_images, input_type))
   serving_base = str(root / 'serving')
   paths['serving'] = exporter.export_inference_graph(
@@ -147,6 +152,7 @@ def exports(trained, tmp_path_factory):
   jobs['serving'] = (paths['serving'], ssd_images)
   return {
       'root': root, 'paths': paths, 'serving_base': serving_base,
+      'images': {'ssd': ssd_images, 'classifier': cls_images},
       'eager': run_eager(jobs, str(root)),
       'ssd_reference': graph_mode_outputs(ssd_config, ssd_checkpoint, ssd_images),
       'classifier_reference': graph_mode_outputs(cls_config, cls_checkpoint, cls_images),
@@ -209,12 +215,76 @@ def test_export_holds_the_moving_averages(trained, exports):
 
 def test_od_layout(exports):
   output_directory = os.path.dirname(exports['paths']['ssd_tf_example'])
-  assert sorted(os.listdir(output_directory)) == ['pipeline.config', 'saved_model']
+  assert sorted(os.listdir(output_directory)) == OD_LAYOUT
   assert os.path.exists(os.path.join(output_directory, 'saved_model', 'saved_model.pb'))
   written = config_util.load_pipeline_config(os.path.join(output_directory, 'pipeline.config'))
   assert written.model.ssd.num_classes == 3
   # No temporary directories are left beside the exports.
   assert not [n for n in os.listdir(str(exports['root'])) if n.startswith('.')]
+
+
+def _frozen_graph_outputs(export_dir, inputs, input_name, output_names):
+  """Runs frozen_inference_graph.pb as TF1 code would: import_graph_def, feed, fetch."""
+  graph_def = tf.compat.v1.GraphDef()
+  with tf.io.gfile.GFile(os.path.join(export_dir, exporter.FROZEN_GRAPH_NAME), 'rb') as f:
+    graph_def.ParseFromString(f.read())
+  # Folded for real: no variable left to restore.
+  assert not [node.name for node in graph_def.node
+              if node.op in ('VariableV2', 'VarHandleOp', 'ReadVariableOp')]
+  with tf.Graph().as_default() as graph:
+    tf.compat.v1.import_graph_def(graph_def, name='')
+    assert graph.get_operation_by_name(input_name).type == 'Placeholder'
+    with tf.compat.v1.Session(graph=graph) as sess:
+      values = sess.run([name + ':0' for name in output_names], {input_name + ':0': inputs})
+  return dict(zip(output_names, values))
+
+
+@pytest.mark.parametrize('input_type', exporter.INPUT_TYPES)
+def test_frozen_graph_gives_the_saved_model_detections(exports, input_type):
+  export_dir = os.path.dirname(exports['paths']['ssd_' + input_type])
+  saved_model = exports['eager']['ssd_' + input_type]
+  frozen = _frozen_graph_outputs(export_dir, _inputs(exports['images']['ssd'], input_type),
+                                 input_type, sorted(saved_model))
+  assert frozen['detection_classes'].dtype == np.float32
+  # The graph's weights are the moving averages, as in the SavedModel.
+  _assert_detections_equal(frozen, exports['ssd_reference'])
+  for name in saved_model:
+    np.testing.assert_allclose(frozen[name], saved_model[name], rtol=1e-5, atol=1e-6,
+                               err_msg=name)
+
+
+def test_frozen_classifier_graph_gives_the_saved_model_outputs(exports):
+  export_dir = os.path.dirname(exports['paths']['classifier_image_tensor'])
+  frozen = _frozen_graph_outputs(export_dir, exports['images']['classifier'], 'image_tensor',
+                                 ['classes', 'probabilities'])
+  saved_model = exports['eager']['classifier_image_tensor']
+  np.testing.assert_array_equal(frozen['classes'], saved_model['classes'])
+  np.testing.assert_allclose(frozen['probabilities'], saved_model['probabilities'],
+                             rtol=1e-5, atol=1e-6)
+
+
+def test_exported_checkpoint_holds_the_exported_weights_and_restores(trained, exports):
+  _, training_checkpoint = trained['ssd']
+  export_dir = os.path.dirname(exports['paths']['ssd_image_tensor'])
+  checkpoint = tf.train.latest_checkpoint(export_dir)
+  assert checkpoint == os.path.join(export_dir, 'model.ckpt')
+  saved = dict(tf.train.list_variables(checkpoint))
+  in_saved_model = dict(tf.train.list_variables(
+      os.path.join(exports['paths']['ssd_image_tensor'], 'variables', 'variables')))
+  assert saved == in_saved_model
+  weights = 'FeatureExtractor/SmallMobilenetV1/Conv2d_0/weights'
+  np.testing.assert_array_equal(
+      tf.train.load_variable(checkpoint, weights),
+      tf.train.load_variable(training_checkpoint, weights + '/ExponentialMovingAverage'))
+  # The .meta holds the inference graph: import it, restore, detect.
+  with tf.Graph().as_default() as graph:
+    saver = tf.compat.v1.train.import_meta_graph(checkpoint + '.meta')
+    with tf.compat.v1.Session(graph=graph) as sess:
+      saver.restore(sess, checkpoint)
+      names = sorted(exports['eager']['ssd_image_tensor'])
+      values = sess.run([name + ':0' for name in names],
+                        {'image_tensor:0': exports['images']['ssd']})
+  _assert_detections_equal(dict(zip(names, values)), exports['ssd_reference'])
 
 
 def test_tf_serving_layout(trained, exports):
@@ -225,6 +295,8 @@ def test_tf_serving_layout(trained, exports):
   assert os.path.exists(os.path.join(version_dir, 'saved_model.pb'))
   assert os.path.exists(os.path.join(version_dir, 'variables', 'variables.index'))
   assert os.path.exists(os.path.join(version_dir, 'pipeline.config'))
+  # A serving version is a SavedModel only: no frozen graph, no checkpoint.
+  assert sorted(os.listdir(version_dir)) == ['pipeline.config', 'saved_model.pb', 'variables']
   _assert_detections_equal(exports['eager']['serving'], exports['ssd_reference'])
   # A version never overwrites another.
   config, checkpoint = trained['ssd']
@@ -253,10 +325,12 @@ def test_export_is_readable_by_other_users_under_a_022_umask(trained, tmp_path):
   finally:
     os.umask(previous)
   assert stat.S_IMODE(os.stat(str(tmp_path / 'od_layout')).st_mode) == 0o755
-  for root, dirs, files in os.walk(str(tmp_path / '1')):
-    assert os.stat(root).st_mode & 0o777 == 0o755, root
-    for name in files:
-      assert os.stat(os.path.join(root, name)).st_mode & 0o044 == 0o044, name
+  for export_dir in ('1', 'od_layout'):
+    for root, dirs, files in os.walk(str(tmp_path / export_dir)):
+      assert os.stat(root).st_mode & 0o777 == 0o755, root
+      for name in files:
+        assert os.stat(os.path.join(root, name)).st_mode & 0o044 == 0o044, name
+  assert sorted(os.listdir(str(tmp_path / 'od_layout'))) == OD_LAYOUT
 
 
 def test_fixed_input_shape_and_inference_graph(trained, tmp_path):
@@ -315,7 +389,7 @@ def test_existing_empty_output_directory_is_used(trained, tmp_path):
   config, checkpoint = trained['classifier']
   (tmp_path / 'model').mkdir()
   exporter.export_inference_graph('image_tensor', config, checkpoint, str(tmp_path / 'model'))
-  assert sorted(os.listdir(str(tmp_path / 'model'))) == ['pipeline.config', 'saved_model']
+  assert sorted(os.listdir(str(tmp_path / 'model'))) == OD_LAYOUT
 
 
 def test_bad_arguments_are_refused_before_writing(trained, tmp_path):
