@@ -26,6 +26,7 @@ from core import compat  # noqa: F401  (must run before tf_slim is used)
 
 # Estimator core (estimator.py, model_fn.py, run_config.py, warm_starting.py, export/).
 from trainer.estimator import export  # noqa: F401
+from trainer.estimator import keras  # noqa: F401  (tfe.keras.model_to_estimator)
 from trainer.estimator.estimator import Estimator  # noqa: F401
 from trainer.estimator.model_fn import EstimatorSpec  # noqa: F401
 from trainer.estimator.model_fn import ModeKeys  # noqa: F401
