@@ -249,6 +249,22 @@ def test_metric_names_map_and_export_outputs(tmp_path):
   assert meta_graph.signature_def['out'].method_name == 'tensorflow/serving/regress'
 
 
+def test_model_dir_from_run_config(tmp_path):
+  x, y = _binary_data()
+  model = tf_keras.Sequential([tf_keras.layers.Dense(1, activation='sigmoid', name='out',
+                                                     input_shape=(3,))])
+  model.compile(optimizer='sgd', loss='binary_crossentropy')
+  model_dir = str(tmp_path / 'from_config')
+  config = tfe.RunConfig(model_dir=model_dir, save_checkpoints_steps=5)
+  est = tfe.keras.model_to_estimator(keras_model=model, config=config)
+  assert est.model_dir == model_dir
+  assert tf.train.list_variables(os.path.join(model_dir, 'keras', 'keras_model.ckpt'))
+  est.train(_input_fn(x, y, repeat=True), steps=10)
+  assert est.latest_checkpoint() == os.path.join(model_dir, 'model.ckpt-10')
+  with pytest.raises(ValueError, match='num_clones=2'):
+    tfe.keras.model_to_estimator(keras_model=model, config=tfe.RunConfig(num_clones=2))
+
+
 def test_bad_models_get_clear_errors(tmp_path):
   uncompiled = tf_keras.Sequential([tf_keras.layers.Dense(1, input_shape=(3,))])
   with pytest.raises(ValueError, match='has not been compiled yet'):

@@ -397,10 +397,10 @@ def model_to_estimator(keras_model=None, keras_model_path=None, custom_objects=N
                      % (checkpoint_format,))
   keras_model = _load_model(keras_model, keras_model_path, custom_objects)
   _check_model(keras_model)
-  config, model_dir = estimator_lib._resolve_config(config, model_dir)  # pylint: disable=protected-access
-  if config.num_clones > 1:
+  if getattr(config, 'num_clones', 1) > 1:
     raise ValueError('model_to_estimator does not support RunConfig(num_clones=%d): the '
                      'Keras optimizer is not a tf.compat.v1 optimizer' % config.num_clones)
+  config, model_dir = estimator_lib._resolve_config(config, model_dir)  # pylint: disable=protected-access
   compile_config = _compile_config(keras_model)
   _legacy_optimizer(compile_config['optimizer'], custom_objects)  # Fails now, not in train().
   warm_start = None
