@@ -385,6 +385,20 @@ def test_failure_after_the_saved_model_leaves_nothing(trained, tmp_path, monkeyp
   assert _leftovers(str(tmp_path / 'serving')) == []
 
 
+def test_failed_checkpoint_write_leaves_no_frozen_graph(trained, tmp_path, monkeypatch):
+  config, checkpoint = trained['classifier']
+
+  def fail(*args, **kwargs):
+    raise OSError('disk full')
+
+  # The SavedModel and the frozen graph are complete in the staging dir by then.
+  monkeypatch.setattr(exporter, 'write_checkpoint', fail)
+  with pytest.raises(OSError, match='disk full'):
+    exporter.export_inference_graph('image_tensor', config, checkpoint,
+                                    str(tmp_path / 'model'))
+  assert _leftovers(str(tmp_path)) == []
+
+
 def test_existing_empty_output_directory_is_used(trained, tmp_path):
   config, checkpoint = trained['classifier']
   (tmp_path / 'model').mkdir()
