@@ -8,8 +8,7 @@ canonical JSON string, in a variable on its own gRPC server, and every other tra
 and ps reads it from there at startup and compares it with its own:
 
     cluster = deployment.cluster.ClusterConfig.from_tf_config()
-    server = cluster.start_server()
-    cluster_check.agree_with_chief(cluster, timeout_secs=600)
+    server = cluster_check.start_server_and_agree(cluster, timeout_secs=600)
     # chief: publishes and returns at once.
     # others: wait (up to timeout_secs) for the chief, then return or raise
     #   ClusterMismatchError naming each difference, e.g.
@@ -26,6 +25,8 @@ import time
 
 from absl import logging
 import tensorflow as tf
+
+from deployment import cluster_runtime
 
 _FINGERPRINT_VARIABLE = 'slimtrain_cluster_spec_of_the_chief'
 _POLL_SECS = 0.5
@@ -117,25 +118,24 @@ def publish(cluster, server):
       session.run(assign, options=tf.compat.v1.RunOptions(timeout_in_ms=_RPC_TIMEOUT_MS))
 
 
-def read_chiefs_cluster(cluster, timeout_secs, wait_for_address):
+def read_chiefs_cluster(cluster, timeout_secs):
   """Waits for the chief's published cluster and returns it as {job: [addresses]}.
 
   Args:
     cluster: this task's `ClusterConfig`.
     timeout_secs: give up after this long.
-    wait_for_address: callable(addresses, timeout_secs) that returns once every address
-      accepts TCP connections and raises TimeoutError otherwise (a session to an absent
-      gRPC server would block without bound).
 
   Returns:
     The chief's cluster.
 
   Raises:
-    TimeoutError: the chief did not come up or publish within `timeout_secs`.
+    cluster_runtime.StartupTimeoutError: nothing listens at the chief's address within
+      `timeout_secs` (probed first: a session to an absent server would block unbounded).
+    TimeoutError: the chief is up but did not publish within `timeout_secs`.
   """
   job, address = _chief_task(cluster)
   deadline = time.time() + timeout_secs
-  wait_for_address([address], timeout_secs)
+  cluster_runtime.wait_for_tasks([address], timeout_secs, what='the chief')
   with tf.Graph().as_default():
     variable = _fingerprint_variable(job)
     initialized = tf.compat.v1.is_variable_initialized(variable)
@@ -150,18 +150,17 @@ def read_chiefs_cluster(cluster, timeout_secs, wait_for_address):
       return json.loads(session.run(variable.value(), options=options).decode('utf-8'))
 
 
-def agree_with_chief(cluster, server, timeout_secs, wait_for_address):
+def agree_with_chief(cluster, server, timeout_secs):
   """The chief publishes its cluster; every other task checks its own against it.
 
   Args:
     cluster: this task's `ClusterConfig` (a distributed one).
     server: this task's started server (used by the chief only).
     timeout_secs: how long a non-chief task waits for the chief.
-    wait_for_address: see `read_chiefs_cluster`.
 
   Raises:
     ClusterMismatchError: naming every difference and showing both clusters.
-    TimeoutError: the chief did not publish within `timeout_secs`.
+    cluster_runtime.StartupTimeoutError, TimeoutError: see `read_chiefs_cluster`.
   """
   if not cluster.is_distributed or cluster.is_evaluator:
     return
@@ -169,7 +168,7 @@ def agree_with_chief(cluster, server, timeout_secs, wait_for_address):
     publish(cluster, server)
     return
   mine = json.loads(canonical_cluster(cluster))
-  chiefs = read_chiefs_cluster(cluster, timeout_secs, wait_for_address)
+  chiefs = read_chiefs_cluster(cluster, timeout_secs)
   differences = describe_differences(mine, chiefs)
   if differences:
     raise ClusterMismatchError(
@@ -179,3 +178,19 @@ def agree_with_chief(cluster, server, timeout_secs, wait_for_address):
             json.dumps(mine, sort_keys=True), json.dumps(chiefs, sort_keys=True)))
   logging.info('cluster of task %s:%d matches the chief\'s', cluster.task_type,
                cluster.task_index)
+
+
+def start_server_and_agree(cluster, timeout_secs, config=None):
+  """Starts this task's server, then `agree_with_chief`; returns the server.
+
+  Args:
+    cluster: this task's distributed `ClusterConfig`.
+    timeout_secs: how long a non-chief task waits for the chief's cluster.
+    config: optional ConfigProto for the server.
+
+  Returns:
+    The started `tf.distribute.Server`.
+  """
+  server = cluster.start_server(config=config)
+  agree_with_chief(cluster, server, timeout_secs)
+  return server

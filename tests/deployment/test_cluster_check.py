@@ -8,8 +8,8 @@ import pytest
 
 from deployment import cluster as cluster_lib
 from deployment import cluster_check
+from deployment import cluster_runtime
 from tests import test_util
-from trainer import cluster_roles
 
 
 def _config(cluster, task_type, index=0):
@@ -27,26 +27,23 @@ def published_cluster():
   """A chief that has started its server and published its cluster."""
   chief, worker, ps = _addresses(3)
   cluster = {'chief': [chief], 'worker': [worker], 'ps': [ps]}
-  config = _config(cluster, 'chief')
-  server = config.start_server()
-  cluster_check.agree_with_chief(config, server, timeout_secs=10,
-                                 wait_for_address=cluster_roles.wait_for_tasks)
+  cluster_check.start_server_and_agree(_config(cluster, 'chief'), timeout_secs=10)
   return cluster
 
 
 def test_a_task_with_the_chiefs_cluster_agrees(published_cluster):
   for task_type in ('worker', 'ps'):
     config = _config(published_cluster, task_type)
-    chiefs = cluster_check.read_chiefs_cluster(config, 10, cluster_roles.wait_for_tasks)
+    chiefs = cluster_check.read_chiefs_cluster(config, 10)
     assert chiefs == published_cluster
-    cluster_check.agree_with_chief(config, None, 10, cluster_roles.wait_for_tasks)
+    cluster_check.agree_with_chief(config, None, 10)
 
 
 def test_a_different_worker_address_is_named_with_both_values(published_cluster):
   stale = dict(published_cluster, worker=['127.0.0.1:1'])
   config = _config(stale, 'worker')
   with pytest.raises(cluster_check.ClusterMismatchError) as error:
-    cluster_check.agree_with_chief(config, None, 10, cluster_roles.wait_for_tasks)
+    cluster_check.agree_with_chief(config, None, 10)
   message = str(error.value)
   assert ('job "worker" task 0: this task has 127.0.0.1:1, the chief has %s'
           % published_cluster['worker'][0]) in message
@@ -58,7 +55,7 @@ def test_a_missing_ps_job_and_an_extra_worker_are_both_named(published_cluster):
            'worker': published_cluster['worker'] + ['127.0.0.1:2']}
   config = _config(other, 'worker', 1)
   with pytest.raises(cluster_check.ClusterMismatchError) as error:
-    cluster_check.agree_with_chief(config, None, 10, cluster_roles.wait_for_tasks)
+    cluster_check.agree_with_chief(config, None, 10)
   message = str(error.value)
   assert 'job "ps" is in the chief\'s cluster only' in message
   assert 'job "worker" has 2 task(s) here and 1 at the chief' in message
@@ -67,8 +64,8 @@ def test_a_missing_ps_job_and_an_extra_worker_are_both_named(published_cluster):
 def test_an_absent_chief_is_a_startup_timeout_naming_its_address():
   chief, worker = _addresses(2)
   config = _config({'chief': [chief], 'worker': [worker]}, 'worker')
-  with pytest.raises(cluster_roles.StartupTimeoutError, match=chief):
-    cluster_check.agree_with_chief(config, None, 1, cluster_roles.wait_for_tasks)
+  with pytest.raises(cluster_runtime.StartupTimeoutError, match=chief):
+    cluster_check.agree_with_chief(config, None, 1)
 
 
 def test_a_chief_that_never_publishes_is_a_timeout():
@@ -76,8 +73,7 @@ def test_a_chief_that_never_publishes_is_a_timeout():
   cluster = {'chief': [chief], 'worker': [worker]}
   _config(cluster, 'chief').start_server()  # up, but publishes nothing
   with pytest.raises(TimeoutError, match='did not publish its cluster within 2 s'):
-    cluster_check.read_chiefs_cluster(_config(cluster, 'worker'), 2,
-                                      cluster_roles.wait_for_tasks)
+    cluster_check.read_chiefs_cluster(_config(cluster, 'worker'), 2)
 
 
 def test_the_evaluator_is_left_out_of_the_comparison():
@@ -86,8 +82,7 @@ def test_the_evaluator_is_left_out_of_the_comparison():
   assert json.loads(cluster_check.canonical_cluster(_config(cluster, 'worker'))) == {
       'chief': ['127.0.0.1:5'], 'worker': ['127.0.0.1:6']}
   # The evaluator holds no server and checks nothing (no chief is running here).
-  cluster_check.agree_with_chief(_config(cluster, 'evaluator'), None, 1,
-                                 cluster_roles.wait_for_tasks)
+  cluster_check.agree_with_chief(_config(cluster, 'evaluator'), None, 1)
 
 
 def test_no_differences_for_equal_clusters():

@@ -42,6 +42,7 @@ import tensorflow as tf
 
 from core import checkpoints
 from deployment import cluster as cluster_lib
+from deployment import cluster_check
 from deployment import cluster_runtime
 from trainer.estimator import early_stopping
 from trainer.estimator import estimator as estimator_lib
@@ -50,6 +51,8 @@ from trainer.estimator import util
 
 _MISSING_CHECKPOINT_WARNING_SECS = 600
 _MAX_WORKER_DELAY_SECS = 60
+# How long a worker or ps waits for the chief to publish its cluster (cluster_check).
+_STARTUP_TIMEOUT_SECS = 600
 _WORKER_DELAY_SECS_PER_INDEX = 5
 
 
@@ -420,7 +423,8 @@ class _TrainingExecutor(object):
     if session_config is not None:
       server_config.gpu_options.CopyFrom(session_config.gpu_options)
     logging.info('Starting the server of task %s:%d', cluster.task_type, cluster.task_index)
-    return cluster.start_server(config=server_config)
+    return cluster_check.start_server_and_agree(cluster, _STARTUP_TIMEOUT_SECS,
+                                                config=server_config)
 
   def _finish_chief(self, server):
     """Tells the ps tasks that the chief finished (they wait for the workers)."""
