@@ -50,6 +50,7 @@ import json
 import os
 import re
 
+from absl import logging
 import tensorflow as tf
 
 JOBS = ('chief', 'master', 'worker', 'ps', 'evaluator')
@@ -127,6 +128,38 @@ def _parse_index(task, jobs, task_type):
     _fail(('task', 'index'), 'is out of range for job %s with %d task(s) %s' % (
         json.dumps(task_type), len(jobs[task_type]), json.dumps(jobs[task_type])), index)
   return index
+
+
+def is_loopback_host(address):
+  """Whether a 'host:port' names this machine's loopback interface."""
+  host = address.rsplit(':', 1)[0].strip('[]')
+  return host == 'localhost' or host.startswith('127.') or host == '::1'
+
+
+def warn_if_exposed(cluster):
+  """Logs one warning when the cluster spans addresses beyond loopback.
+
+  TensorFlow's gRPC server listens on every interface, accepts any client and runs any
+  graph sent to it (which can read and write files as the training user); on a shared
+  network that is remote code execution. Only loopback-only clusters stay quiet.
+
+  Args:
+    cluster: a `ClusterConfig`.
+
+  Returns:
+    True when the warning was logged.
+  """
+  exposed = [a for addresses in cluster.cluster.values() for a in addresses
+             if not is_loopback_host(a)]
+  if not exposed or not cluster.is_distributed or cluster.is_evaluator:
+    return False
+  port = cluster.task_address.rsplit(':', 1)[1]
+  logging.warning(
+      'the TensorFlow gRPC server of task %s:%d listens on port %s of every interface, '
+      'unauthenticated: anyone who can reach it can run graphs and read or write files as '
+      'this user. The cluster spans %s. Run only on an isolated, trusted network (see '
+      'docs/security.md).', cluster.task_type, cluster.task_index, port, ', '.join(exposed))
+  return True
 
 
 class ClusterConfig(object):
@@ -334,6 +367,7 @@ class ClusterConfig(object):
       self._server = tf.distribute.Server(
           self.cluster_spec, job_name=self._task_type, task_index=self._task_index,
           protocol='grpc', config=config, start=True)
+      warn_if_exposed(self)
     return self._server
 
   def __repr__(self):

@@ -148,5 +148,20 @@ def test_missing_ps_is_a_clear_error_after_the_startup_timeout(tmp_path, data):
   assert 'deploy_config.startup_timeout_secs=3' in worker.output()
 
 
+def test_a_worker_with_a_different_cluster_exits_permanently_naming_the_difference(
+    tmp_path, data):
+  train_dir = str(tmp_path / 'train')
+  config = lib.write_pipeline_config(str(tmp_path), data, num_steps=30)
+  cluster = cluster_util.local_cluster(num_workers=1, num_ps=1, chief=True)
+  stale = dict(cluster, worker=cluster['worker'] + ['127.0.0.1:1'])
+  with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
+    lib.start_task(group, cluster, 'ps', 0, config, train_dir)
+    lib.start_task(group, cluster, 'chief', 0, config, train_dir)
+    worker = lib.start_task(group, stale, 'worker', 0, config, train_dir)
+    assert group.wait(worker, timeout=_EXIT_SECS) == 1, group.logs()
+  assert ('does not match the chief\'s cluster: job "worker" has 2 task(s) here and 1 at '
+          'the chief') in worker.output(), group.logs()
+
+
 if __name__ == '__main__':
   sys.exit(pytest.main([__file__, '-q']))
