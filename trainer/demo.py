@@ -38,6 +38,7 @@ import tensorflow as tf
 from builders import input_reader_builder
 from builders import model_builder
 from core import config_util
+from core import paths
 from core import standard_fields as fields
 from tools import create_shapes_tf_record
 from trainer import eval_images
@@ -198,27 +199,27 @@ def draw_exported_detections(saved_model_dir, examples, output_path, eval_config
 def run_demo(output_dir, pipeline_config_path, num_train_steps, num_clones, num_train_images,
              num_val_images, num_images_to_draw):
   """Runs every stage of the demo; returns a dict of results and paths."""
-  output_dir = os.path.abspath(output_dir)
+  output_dir = paths.absolute(output_dir)
   started = time.time()
   height, width = _image_size(config_util.load_pipeline_config(pipeline_config_path).model)
   data = create_shapes_tf_record.create_shapes_dataset(
-      os.path.join(output_dir, 'data'), num_train=num_train_images, num_val=num_val_images,
+      paths.join(output_dir, 'data'), num_train=num_train_images, num_val=num_val_images,
       seed=0, height=height, width=width)
   configs = prepare_configs(pipeline_config_path, data, num_train_steps)
 
-  train_dir = os.path.join(output_dir, 'train')
+  train_dir = paths.join(output_dir, 'train')
   loss, train_seconds, steps_run = train_detector(configs, train_dir, num_clones)
   checkpoint = tf.train.latest_checkpoint(train_dir)
   step = evaluator.checkpoint_step(checkpoint)
 
-  eval_dir = os.path.join(output_dir, 'eval')
+  eval_dir = paths.join(output_dir, 'eval')
   metrics = evaluator.evaluate_from_configs(configs, checkpoint, eval_dir, run_once=True)
 
   saved_model_dir = exporter.export_inference_graph(
       'image_tensor', config_util.create_pipeline_proto_from_configs(configs), checkpoint,
-      os.path.join(output_dir, 'export'), serving_version=int(time.time()))
+      paths.join(output_dir, 'export'), serving_version=int(time.time()))
 
-  png_path = os.path.join(output_dir, 'detections.png')
+  png_path = paths.join(output_dir, 'detections.png')
   examples = read_validation_images(configs['eval_input_config'], num_images_to_draw)
   drawn = draw_exported_detections(saved_model_dir, examples, png_path, configs['eval_config'])
   logging.info('wrote %s (%d images)', png_path, drawn)

@@ -42,7 +42,6 @@ is logged:
 """
 
 import collections
-import os
 
 from absl import logging
 import numpy as np
@@ -55,6 +54,7 @@ from core import coco_evaluation
 from core import label_map_util
 from core import model as model_lib
 from core import moving_averages
+from core import paths
 from core import standard_fields as fields
 from trainer import eval_images
 
@@ -308,9 +308,9 @@ def write_summaries(writer, global_step, metrics, images):
 
 
 def _export_visualizations(export_dir, global_step, images):
-  tf.io.gfile.makedirs(export_dir)
+  paths.makedirs(export_dir)
   for i, image in enumerate(images):
-    eval_images.write_png(os.path.join(export_dir, 'export-%d-%d.png' % (global_step, i)),
+    eval_images.write_png(paths.join(export_dir, 'export-%d-%d.png' % (global_step, i)),
                           image)
 
 
@@ -345,8 +345,8 @@ def evaluate_with_result(create_input_dict_fn, create_model_fn, eval_config, cat
     raise ValueError('checkpoint_dir is empty: pass a checkpoint directory or prefix')
   if not eval_dir:
     raise ValueError('eval_dir is empty: pass the directory summaries go to')
-  single = tf.io.gfile.exists(checkpoint_dir + '.index')
-  if not single and not tf.io.gfile.isdir(checkpoint_dir):
+  single = paths.exists(checkpoint_dir + '.index')
+  if not single and not paths.isdir(checkpoint_dir):
     raise ValueError('checkpoint_dir not found: %s is neither a directory nor a checkpoint '
                      'prefix' % checkpoint_dir)
   if eval_timeout is None:

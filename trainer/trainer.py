@@ -29,7 +29,6 @@ Where we differ from the original, on purpose:
 """
 
 import functools
-import os
 
 from absl import logging
 import tensorflow as tf
@@ -42,6 +41,7 @@ from core import batcher
 from core import fine_tune
 from core import label_map_util
 from core import model as model_lib
+from core import paths
 from core import preprocessor
 from core import standard_fields as fields
 from core import variables_helper
@@ -457,7 +457,7 @@ def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
         examples_per_step=train_config.batch_size,
         log_every_n_steps=train_config.log_every_n_steps,
         is_chief=is_chief, saver=saver,
-        checkpoint_path=os.path.join(train_dir, 'model.ckpt'),
+        checkpoint_path=paths.join(train_dir, 'model.ckpt'),
         on_finish=on_finish, step_after_update=step_after_update)
     config = session_config(train_config, base=session_config_override)
     if master and not is_chief:
