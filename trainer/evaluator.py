@@ -15,7 +15,9 @@ computes
 Metrics are written as scalar summaries at the checkpoint's global step into
 `eval_dir`, next to up to `eval_config.num_visualizations` images whose
 detections (left, at most `max_num_boxes_to_visualize` scoring at least
-`min_score_threshold`) and groundtruth (right) are drawn.
+`min_score_threshold`, labelled `name: score`) and groundtruth (right,
+labelled with class names) are drawn under the panel titles
+(`eval_images.detections_and_groundtruth`).
 
     from trainer import evaluator
     configs = config_util.get_configs_from_pipeline_file('configs/ssd_shapes.config')
@@ -191,6 +193,7 @@ class _DetectionMetrics:
     self._coco = coco_evaluation.CocoDetectionEvaluator(
         categories, eval_config.include_metrics_per_category)
     self._eval_config = eval_config
+    self._category_names = {category['id']: category['name'] for category in categories}
     self.images = []
 
   def add(self, index, result):
@@ -212,15 +215,12 @@ class _DetectionMetrics:
           _DETECTION.detection_scores: scores,
           _DETECTION.detection_classes: classes})
     if len(self.images) < config.num_visualizations:
-      panels = [eval_images.draw_boxes(
-          result['image'], boxes, classes, scores,
+      groundtruth = ((result[_INPUT.groundtruth_boxes], result[_INPUT.groundtruth_classes])
+                     if has_groundtruth else None)
+      self.images.append(eval_images.detections_and_groundtruth(
+          result['image'], (boxes, classes, scores), groundtruth, self._category_names,
           min_score_thresh=config.min_score_threshold,
-          max_boxes_to_draw=config.max_num_boxes_to_visualize)]
-      if has_groundtruth:
-        panels.append(eval_images.draw_boxes(
-            result['image'], result[_INPUT.groundtruth_boxes],
-            result[_INPUT.groundtruth_classes], max_boxes_to_draw=0))
-      self.images.append(eval_images.side_by_side(panels))
+          max_boxes_to_draw=config.max_num_boxes_to_visualize))
 
   def evaluate(self):
     return self._coco.evaluate() if self._coco.num_images else {}
