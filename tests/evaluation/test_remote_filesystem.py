@@ -15,8 +15,10 @@ import tensorflow as tf
 
 from core import config_util
 from core import paths
+from tests.estimator import mnist_testlib as mnist
 from tests.evaluation import eval_testlib
 from trainer import demo
+from trainer import estimator as tfe
 
 tf.compat.v1.disable_eager_execution()
 
@@ -84,6 +86,26 @@ def test_data_train_eval_export_and_picture_on_ram_filesystem(tmp_path, monkeypa
   # Nothing of it reached the local disk.
   assert _local_files(tmp_path) == []
   gfile.rmtree(root)
+
+
+def test_estimator_model_dir_and_export_on_ram_filesystem(tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  model_dir = 'ram://slimtrain_estimator_%d_%s' % (os.getpid(), tmp_path.name)
+  config = tfe.RunConfig(model_dir=model_dir, save_checkpoints_steps=10, tf_random_seed=7)
+  estimator = tfe.Estimator(mnist.model_fn, config=config, params={})
+  estimator.train(mnist.train_input_fn(num_examples=64), max_steps=10)
+  assert tf.train.latest_checkpoint(model_dir) == model_dir + '/model.ckpt-10'
+  metrics = estimator.evaluate(mnist.eval_input_fn(num_examples=64))
+  assert metrics['global_step'] == 10
+  assert tf.io.gfile.glob(model_dir + '/eval/events.out.tfevents.*')
+  base = model_dir + '/export/Servo'
+  export = tf.compat.as_str(estimator.export_saved_model(base, mnist.serving_input_receiver_fn))
+  assert paths.parent(export) == base
+  assert tf.io.gfile.listdir(base) == [paths.basename(export)]   # no temp-* left
+  assert tf.io.gfile.exists(export + '/saved_model.pb')
+  assert tf.io.gfile.exists(export + '/variables/variables.index')
+  assert _local_files(tmp_path) == []
+  tf.io.gfile.rmtree(model_dir)
 
 
 if __name__ == '__main__':
