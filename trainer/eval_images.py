@@ -105,9 +105,21 @@ def _font():
   return ImageFont.load_default()
 
 
-def _text_size(draw, text):
-  left, top, right, bottom = draw.textbbox((0, 0), text, font=_font())
-  return right - left, bottom - top, top
+def _text_width(draw, text):
+  left, _, right, _ = draw.textbbox((0, 0), text, font=_font())
+  return right - left
+
+
+@functools.lru_cache(maxsize=1)
+def _line_metrics():
+  """(height, top offset) of a line of text with ascenders and descenders.
+
+  Every label and title uses them, so that all have the same height whatever
+  their letters.
+  """
+  probe = ImageDraw.Draw(Image.new('RGB', (1, 1)))
+  _, top, _, bottom = probe.textbbox((0, 0), 'Agy', font=_font())
+  return bottom - top, top
 
 
 def _draw_label(draw, canvas_shape, top, left, text, colour):
@@ -116,7 +128,8 @@ def _draw_label(draw, canvas_shape, top, left, text, colour):
   Where there is no room above (a box at the image's top edge), the label
   goes just inside the box instead, as the OD API places it.
   """
-  text_width, text_height, text_offset = _text_size(draw, text)
+  text_width = _text_width(draw, text)
+  text_height, text_offset = _line_metrics()
   margin = 2
   label_height = text_height + 2 * margin
   label_top = top - label_height if top >= label_height else top
@@ -209,10 +222,7 @@ def enlarge_to(image, min_side=MIN_DRAWN_SIDE):
 
 def title_height():
   """Height in pixels of the strip `with_title` adds (the same for every title)."""
-  probe = ImageDraw.Draw(Image.new('RGB', (1, 1)))
-  # Ascenders and descenders both: every title gets the same strip.
-  _, text_height, _ = _text_size(probe, 'Agy')
-  return text_height + 6
+  return _line_metrics()[0] + 6
 
 
 def with_title(image, title):
@@ -220,10 +230,8 @@ def with_title(image, title):
   width = image.shape[1]
   strip = Image.new('RGB', (width, title_height()), tuple(int(c) for c in _WHITE))
   draw = ImageDraw.Draw(strip)
-  text_width, _, _ = _text_size(draw, title)
-  _, _, agy_offset = _text_size(draw, 'Agy')
-  draw.text((max((width - text_width) // 2, 0), 3 - agy_offset), title, fill=(0, 0, 0),
-            font=_font())
+  left = max((width - _text_width(draw, title)) // 2, 0)
+  draw.text((left, 3 - _line_metrics()[1]), title, fill=(0, 0, 0), font=_font())
   return np.concatenate([np.asarray(strip, np.uint8), image], axis=0)
 
 
