@@ -37,6 +37,8 @@ setup(
         'protobuf',
         'absl-py',
         'pycocotools',
+        # Class names and scores drawn on the evaluator's and the demo's pictures.
+        'Pillow',
     ],
     extras_require={
         # grpcio-tools: the Makefile recompiles protos in place for the editable checkout.

@@ -21,6 +21,8 @@ Map:
   following a training directory), `variables_helper.py` (choosing variables
   and gradients, checkpoint names), `fine_tune.py` (restore maps),
   `moving_averages.py` (the averaging optimizer and reading averages back).
+* Paths: `paths.py` (every user path goes through it and tf.io.gfile, so
+  `gs://` and other TF filesystems work; atomic file writes).
 * Configs, metrics, exports: `config_util.py` (pipeline config files),
   `coco_evaluation.py` (COCO box metrics), `saved_model_writer.py` (the one
   atomic export writer).

@@ -21,11 +21,12 @@ A checkpoint path is a prefix (`.../model.ckpt-1000`), a directory with a
 """
 
 import collections
-import os
 import re
 
 from absl import logging
 import tensorflow as tf
+
+from core import paths
 
 # FollowOutcome.stop_reason when no new checkpoint came within the timeout.
 STOP_TIMEOUT = 'timeout'
@@ -55,20 +56,19 @@ def resolve_checkpoint_path(path):
   """
   if not path:
     raise ValueError('Checkpoint path is empty.')
-  gfile = tf.io.gfile
-  if gfile.isdir(path):
+  if paths.isdir(path):
     latest = tf.train.latest_checkpoint(path)
     if latest:
       return latest
-    saved_model_variables = os.path.join(path, 'variables', 'variables')
-    if gfile.exists(saved_model_variables + '.index'):
+    saved_model_variables = paths.join(path, 'variables', 'variables')
+    if paths.exists(saved_model_variables + '.index'):
       return saved_model_variables
     raise ValueError(
         'No checkpoint found in directory %s: it has no "checkpoint" state '
         'file pointing at a checkpoint and no SavedModel variables/variables.'
         % path)
-  if gfile.exists(path + '.index') or (gfile.exists(path) and
-                                       not gfile.isdir(path)):
+  if paths.exists(path + '.index') or (paths.exists(path) and
+                                       not paths.isdir(path)):
     return path
   raise ValueError(
       'No checkpoint found at %s: expected a checkpoint prefix (with a .index '
@@ -94,7 +94,7 @@ def checkpoint_step(checkpoint_path):
 
 
 def _was_deleted(checkpoint_path):
-  return not tf.io.gfile.exists(checkpoint_path + '.index')
+  return not paths.exists(checkpoint_path + '.index')
 
 
 def follow_checkpoints(checkpoint_dir, evaluate_fn, min_interval_secs=0, timeout=None,

@@ -22,10 +22,8 @@ way: an unknown path or a value of the wrong type names the path.
 """
 
 import difflib
-import os
 import re
 import time
-import uuid
 
 from absl import logging
 from google.protobuf import descriptor as descriptor_lib
@@ -33,6 +31,7 @@ from google.protobuf import text_format
 import tensorflow as tf
 
 from core import label_map_util
+from core import paths
 from protos import pipeline_pb2
 
 PIPELINE_CONFIG_NAME = 'pipeline.config'
@@ -109,12 +108,12 @@ def load_pipeline_config(pipeline_config_path):
   if not pipeline_config_path:
     raise ValueError('pipeline_config_path is empty: pass the path of a '
                      'text-format TrainEvalPipelineConfig file')
-  if not os.path.isfile(pipeline_config_path):
+  if (not paths.exists(pipeline_config_path) or
+      paths.isdir(pipeline_config_path)):
     raise ValueError('pipeline config file not found: %s' % pipeline_config_path)
   try:
-    with open(pipeline_config_path, 'r', encoding='utf-8') as f:
-      text = f.read()
-  except (OSError, UnicodeDecodeError) as e:
+    text = paths.read_text(pipeline_config_path)
+  except (tf.errors.OpError, UnicodeDecodeError) as e:
     raise ValueError('cannot read pipeline config %s: %s' %
                      (pipeline_config_path, e)) from None
   return parse_pipeline_config(text, pipeline_config_path)
@@ -276,33 +275,23 @@ def save_pipeline_config(pipeline_config, directory):
   Returns:
     The path written.
   """
-  tf.io.gfile.makedirs(directory)
-  path = os.path.join(directory, PIPELINE_CONFIG_NAME)
+  paths.makedirs(directory)
+  path = paths.join(directory, PIPELINE_CONFIG_NAME)
   text = text_format.MessageToString(pipeline_config)
   _keep_a_different_previous_config(path, text)
   logging.info('Writing pipeline config file to %s', path)
-  temp_path = os.path.join(directory, '.%s.tmp-%s' % (PIPELINE_CONFIG_NAME, uuid.uuid4().hex))
-  try:
-    with tf.io.gfile.GFile(temp_path, 'w') as f:
-      f.write(text)
-    tf.io.gfile.rename(temp_path, path, overwrite=True)
-  except BaseException:
-    if tf.io.gfile.exists(temp_path):
-      tf.io.gfile.remove(temp_path)
-    raise
-  return path
+  return paths.write_file_atomically(path, text)
 
 
 def _keep_a_different_previous_config(path, new_text):
   """Renames an existing `path` whose content differs from `new_text`; logs the diff."""
-  if not tf.io.gfile.exists(path):
+  if not paths.exists(path):
     return
-  with tf.io.gfile.GFile(path, 'r') as f:
-    old_text = f.read()
+  old_text = paths.read_text(path)
   if old_text == new_text:
     return
   kept = '%s.%s' % (path, time.strftime('%Y%m%d-%H%M%S', time.gmtime()))
-  while tf.io.gfile.exists(kept):
+  while paths.exists(kept):
     kept += '_'
   tf.io.gfile.rename(path, kept)
   diff = difflib.unified_diff(old_text.splitlines(), new_text.splitlines(),

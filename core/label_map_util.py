@@ -28,6 +28,7 @@ all-zero target, trained as background).
 import tensorflow as tf
 from google.protobuf import text_format
 
+from core import paths
 from protos import string_int_label_map_pb2
 
 
@@ -76,7 +77,7 @@ def load_labelmap(path):
   Raises:
     ValueError: the file is missing, does not parse, or has an invalid item.
   """
-  if not tf.io.gfile.exists(path):
+  if not paths.exists(path):
     raise ValueError('Label map file %s does not exist (label_map_path).' % path)
   with tf.io.gfile.GFile(path, 'rb') as f:
     content = f.read()
@@ -226,9 +227,8 @@ def write_label_map(path, names):
   for name, class_id in pairs:
     label_map.item.add(name=name, id=int(class_id), display_name=name)
   _validate_label_map(label_map, path)
-  parent = path.rsplit('/', 1)[0] if '/' in path else ''
+  parent = paths.parent(path)
   if parent:
-    tf.io.gfile.makedirs(parent)
-  with tf.io.gfile.GFile(path, 'w') as f:
-    f.write(text_format.MessageToString(label_map))
+    paths.makedirs(parent)
+  paths.write_file_atomically(path, text_format.MessageToString(label_map))
   return label_map

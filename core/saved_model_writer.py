@@ -20,13 +20,25 @@ The staging directory is created with the mode the process umask allows
 readable by the serving user like any other directory the job writes. If
 `write_fn` raises, the staging directory is removed and the target is left
 as it was.
-"""
 
-import os
-import uuid
+Filesystems that cannot rename a directory in one step (gs://, s3://, the
+in-memory ram://; `core.paths.renames_directories`) get the next best thing:
+the staged files are copied into the target one by one, every
+`saved_model.pb` last, and the staging directory is removed. A reader that
+looks for `saved_model.pb` (TF Serving, `tf.saved_model.contains_saved_model`)
+then only finds a complete export, but a listing during the copy shows a
+version directory still filling up. If the copy fails, the partial target is
+removed.
+"""
 
 from absl import logging
 import tensorflow as tf
+
+from core import paths
+
+# Written last when an export is copied rather than renamed: the file whose
+# presence tells readers a SavedModel is there.
+_COMPLETE_EXPORT_MARKERS = ('saved_model.pb', 'saved_model.pbtxt')
 
 
 def default_staging_dir(target):
@@ -38,23 +50,24 @@ def default_staging_dir(target):
   Returns:
     The staging path (str).
   """
-  target = os.fspath(tf.compat.as_str_any(target)).rstrip('/')
-  parent, name = os.path.split(target)
-  return os.path.join(parent, '.%s.tmp-%s' % (name, uuid.uuid4().hex[:12]))
+  return paths.temp_sibling(target)
 
 
 def _check_target_free(target):
   """Raises ValueError unless `target` is absent or an empty directory."""
-  if not tf.io.gfile.exists(target):
+  if not paths.exists(target):
     return
-  if not tf.io.gfile.isdir(target):
+  if not paths.isdir(target):
     raise ValueError('export target %s exists and is not a directory' % target)
   if tf.io.gfile.listdir(target):
     raise ValueError('export target %s exists and is not empty' % target)
 
 
 def write_atomically(target, write_fn, staging_dir=None):
-  """Runs `write_fn(staging_dir)` and renames the staging directory to `target`.
+  """Runs `write_fn(staging_dir)` and moves the staging directory to `target`.
+
+  The move is a rename, or a copy on filesystems without atomic directory
+  renames (see the module docstring).
 
   Args:
     target: the directory the export must end up in (str or bytes); absent,
@@ -74,7 +87,7 @@ def write_atomically(target, write_fn, staging_dir=None):
   target_str = tf.compat.as_str_any(target)
   _check_target_free(target_str)
   staging = tf.compat.as_str_any(staging_dir or default_staging_dir(target_str))
-  if tf.io.gfile.exists(staging):
+  if paths.exists(staging):
     logging.warning('Removing %s, left over by an export that did not finish.', staging)
     tf.io.gfile.rmtree(staging)
   # gfile.makedirs creates with 0777 minus the umask, as any other output.
@@ -84,11 +97,29 @@ def write_atomically(target, write_fn, staging_dir=None):
     # An empty target directory is replaced; one that filled up meanwhile is
     # an error, never overwritten.
     _check_target_free(target_str)
-    if tf.io.gfile.isdir(target_str):
-      tf.io.gfile.rmtree(target_str)
-    tf.io.gfile.rename(staging, target_str)
+    _move_into_place(staging, target_str)
   except BaseException:
-    if tf.io.gfile.exists(staging):
+    if paths.exists(staging):
       tf.io.gfile.rmtree(staging)
     raise
   return target
+
+
+def _move_into_place(staging, target):
+  """Renames `staging` to `target`, or copies it where renames are not atomic."""
+  target_was_there = paths.isdir(target)
+  if paths.renames_directories(target):
+    if target_was_there:
+      tf.io.gfile.rmtree(target)
+    tf.io.gfile.rename(staging, target)
+    return
+  try:
+    paths.copy_tree(staging, target, last_names=_COMPLETE_EXPORT_MARKERS)
+  except BaseException:
+    # Never leave a target that looks like an export but is not complete.
+    if paths.exists(target):
+      tf.io.gfile.rmtree(target)
+      if target_was_there:
+        paths.makedirs(target)
+    raise
+  tf.io.gfile.rmtree(staging)

@@ -23,13 +23,13 @@ In Python (tests, the demo, benchmarks):
     info['train_pattern'], info['val_pattern'], info['label_map_path']
 """
 
-import os
 
 import numpy as np
 from absl import app
 from absl import flags
 
 from core import label_map_util
+from core import paths
 from tools import dataset_util
 
 SHAPE_NAMES = ('rectangle', 'ellipse', 'triangle', 'diamond', 'cross')
@@ -157,8 +157,8 @@ def create_shapes_dataset(output_dir, num_train=256, num_val=32, height=128, wid
     raise ValueError('--height and --width must be >= 16, got %dx%d' % (height, width))
   if image_format not in ('jpeg', 'png'):
     raise ValueError("--image_format must be 'jpeg' or 'png', got %r" % image_format)
-  os.makedirs(output_dir, exist_ok=True)
-  label_map_path = os.path.join(output_dir, 'label_map.pbtxt')
+  paths.makedirs(output_dir)
+  label_map_path = paths.join(output_dir, 'label_map.pbtxt')
   label_map_util.write_label_map(label_map_path, list(SHAPE_NAMES[:num_classes]))
   codec = dataset_util.ImageCodec()
   info = {'label_map_path': label_map_path, 'num_classes': num_classes}
@@ -168,11 +168,12 @@ def create_shapes_dataset(output_dir, num_train=256, num_val=32, height=128, wid
       if count <= 0:
         info[split + '_files'], info[split + '_pattern'], info['num_' + split] = [], None, 0
         continue
-      prefix = os.path.join(output_dir, split + '.tfrecord')
+      prefix = paths.join(output_dir, split + '.tfrecord')
       examples = _split_examples(split, split_id, count, seed, height, width, max_shapes,
                                  num_classes, image_format, codec)
-      paths, written = dataset_util.write_sharded(examples, prefix, max(1, min(shards, count)))
-      info[split + '_files'] = paths
+      split_shards = max(1, min(shards, count))
+      shard_paths, written = dataset_util.write_sharded(examples, prefix, split_shards)
+      info[split + '_files'] = shard_paths
       info[split + '_pattern'] = prefix + '-*'
       info['num_' + split] = written
   finally:

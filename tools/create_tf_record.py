@@ -33,6 +33,7 @@ from absl import app
 from absl import flags
 
 from core import label_map_util
+from core import paths
 from tools import dataset_util
 
 # Pixel slack allowed when checking boxes against the image size.
@@ -102,8 +103,8 @@ def _normalize_boxes(pixel_boxes, height, width, where):
 
 def _read_image(image_dir, filename, codec, where):
   """Returns (encoded bytes, format, height, width) of an image file."""
-  path = os.path.join(image_dir, filename)
-  if not tf.io.gfile.exists(path):
+  path = paths.join(image_dir, filename)
+  if not paths.exists(path):
     raise ValueError('%s: image %s does not exist' % (where, path))
   with tf.io.gfile.GFile(path, 'rb') as f:
     encoded = f.read()
@@ -119,7 +120,7 @@ def _read_image(image_dir, filename, codec, where):
 
 def voc_examples(image_dir, annotations_dir, label_map_dict, codec):
   """Yields tf.Examples for every *.xml file in `annotations_dir` (sorted)."""
-  for xml_path in sorted(tf.io.gfile.glob(os.path.join(annotations_dir, '*.xml'))):
+  for xml_path in sorted(tf.io.gfile.glob(paths.join(annotations_dir, '*.xml'))):
     annotation = parse_voc_xml(xml_path)
     encoded, image_format, height, width = _read_image(
         image_dir, annotation['filename'], codec, xml_path)
@@ -138,7 +139,7 @@ def voc_examples(image_dir, annotations_dir, label_map_dict, codec):
         encoded, image_format, height, width, boxes,
         class_ids=[label_map_dict[o['name']] for o in objects],
         class_texts=[o['name'] for o in objects], filename=annotation['filename'],
-        source_id=os.path.splitext(os.path.basename(xml_path))[0],
+        source_id=os.path.splitext(paths.basename(xml_path))[0],
         difficult=[o['difficult'] for o in objects])
 
 
@@ -175,7 +176,7 @@ def coco_examples(image_dir, coco_json_path, codec, valid_ids=None):
 
 
 def _output_label_map_path(output_path):
-  return os.path.join(os.path.dirname(os.path.abspath(output_path)), 'label_map.pbtxt')
+  return paths.join(paths.parent(paths.absolute(output_path)), 'label_map.pbtxt')
 
 
 def convert_voc(image_dir, annotations_dir, output_path, num_shards=1, label_map_path=None):
@@ -192,7 +193,7 @@ def convert_voc(image_dir, annotations_dir, output_path, num_shards=1, label_map
   Returns:
     dict with files, num_examples, label_map_path.
   """
-  xml_files = tf.io.gfile.glob(os.path.join(annotations_dir, '*.xml'))
+  xml_files = tf.io.gfile.glob(paths.join(annotations_dir, '*.xml'))
   if not xml_files:
     raise ValueError('--annotations_dir %s has no *.xml files' % annotations_dir)
   if label_map_path:

@@ -15,8 +15,9 @@ On a fresh machine, with nothing but the package installed:
 4. exports it with `trainer.exporter.export_inference_graph` (input
    `image_tensor`) into `output_dir/export/<timestamp>/` (TF Serving layout);
 5. loads the exported SavedModel, runs it on a few validation images and
-   writes them to `output_dir/detections.png`: detections left, groundtruth
-   right, one row per image, one colour per class;
+   writes them to `output_dir/detections.png`: one row per image, the
+   "Detections" panel left (class colour, `name: score` labels), the
+   "Groundtruth" panel right (black boxes labelled with their class names);
 6. prints one summary line: mAP@0.5, steps, examples/sec and the paths.
 
 With the defaults this takes about 3-4 minutes on 2 CPU cores and reaches
@@ -38,6 +39,7 @@ import tensorflow as tf
 from builders import input_reader_builder
 from builders import model_builder
 from core import config_util
+from core import paths
 from core import standard_fields as fields
 from tools import create_shapes_tf_record
 from trainer import eval_images
@@ -48,8 +50,6 @@ from trainer import trainer
 _DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                'configs', 'ssd_shapes.config')
 MAP_50 = 'DetectionBoxes_Precision/mAP@.50IOU'
-# Images in the PNG are enlarged by an integer factor to at least this side.
-_MIN_DRAWN_SIDE = 192
 
 FLAGS = flags.FLAGS
 
@@ -157,11 +157,13 @@ def read_validation_images(eval_input_config, num_images):
   return examples
 
 
-def draw_exported_detections(saved_model_dir, examples, output_path, eval_config):
+def draw_exported_detections(saved_model_dir, examples, output_path, eval_config,
+                             category_names):
   """Runs the exported SavedModel on the examples; writes one PNG.
 
   Each row shows an image with the exported model's detections (left) and its
-  groundtruth (right).
+  groundtruth (right), labelled with the class names of `category_names`
+  ({label map id: name}) as the evaluator's pictures are.
 
   Returns:
     the number of images drawn.
@@ -180,15 +182,13 @@ def draw_exported_detections(saved_model_dir, examples, output_path, eval_config
     for image, gt_boxes, gt_classes in examples:
       boxes, scores, classes, num = sess.run(outputs, {inputs: image[np.newaxis]})
       num = int(num[0])
-      # Small images are enlarged (after detection) so the boxes stay readable.
-      image = eval_images.upscale(image, max(1, _MIN_DRAWN_SIDE // min(image.shape[:2])))
       # The export's classes are label-map ids (1-based), like the groundtruth.
-      detected = eval_images.draw_boxes(
-          image, boxes[0][:num], classes[0][:num].astype(np.int64), scores[0][:num],
+      # Small images are enlarged (after detection) so boxes and labels stay readable.
+      rows.append(eval_images.detections_and_groundtruth(
+          image, (boxes[0][:num], classes[0][:num].astype(np.int64), scores[0][:num]),
+          (gt_boxes, gt_classes), category_names,
           min_score_thresh=eval_config.min_score_threshold,
-          max_boxes_to_draw=eval_config.max_num_boxes_to_visualize)
-      truth = eval_images.draw_boxes(image, gt_boxes, gt_classes, max_boxes_to_draw=0)
-      rows.append(eval_images.side_by_side([detected, truth]))
+          max_boxes_to_draw=eval_config.max_num_boxes_to_visualize))
   gap = np.full([2, rows[0].shape[1], 3], 255, np.uint8)
   stacked = np.concatenate([part for row in rows for part in (row, gap)][:-1], axis=0)
   eval_images.write_png(output_path, stacked)
@@ -198,29 +198,32 @@ def draw_exported_detections(saved_model_dir, examples, output_path, eval_config
 def run_demo(output_dir, pipeline_config_path, num_train_steps, num_clones, num_train_images,
              num_val_images, num_images_to_draw):
   """Runs every stage of the demo; returns a dict of results and paths."""
-  output_dir = os.path.abspath(output_dir)
+  output_dir = paths.absolute(output_dir)
   started = time.time()
   height, width = _image_size(config_util.load_pipeline_config(pipeline_config_path).model)
   data = create_shapes_tf_record.create_shapes_dataset(
-      os.path.join(output_dir, 'data'), num_train=num_train_images, num_val=num_val_images,
+      paths.join(output_dir, 'data'), num_train=num_train_images, num_val=num_val_images,
       seed=0, height=height, width=width)
   configs = prepare_configs(pipeline_config_path, data, num_train_steps)
 
-  train_dir = os.path.join(output_dir, 'train')
+  train_dir = paths.join(output_dir, 'train')
   loss, train_seconds, steps_run = train_detector(configs, train_dir, num_clones)
   checkpoint = tf.train.latest_checkpoint(train_dir)
   step = evaluator.checkpoint_step(checkpoint)
 
-  eval_dir = os.path.join(output_dir, 'eval')
+  eval_dir = paths.join(output_dir, 'eval')
   metrics = evaluator.evaluate_from_configs(configs, checkpoint, eval_dir, run_once=True)
 
   saved_model_dir = exporter.export_inference_graph(
       'image_tensor', config_util.create_pipeline_proto_from_configs(configs), checkpoint,
-      os.path.join(output_dir, 'export'), serving_version=int(time.time()))
+      paths.join(output_dir, 'export'), serving_version=int(time.time()))
 
-  png_path = os.path.join(output_dir, 'detections.png')
+  png_path = paths.join(output_dir, 'detections.png')
   examples = read_validation_images(configs['eval_input_config'], num_images_to_draw)
-  drawn = draw_exported_detections(saved_model_dir, examples, png_path, configs['eval_config'])
+  category_names = {category['id']: category['name']
+                    for category in evaluator.categories_from_configs(configs)}
+  drawn = draw_exported_detections(saved_model_dir, examples, png_path, configs['eval_config'],
+                                   category_names)
   logging.info('wrote %s (%d images)', png_path, drawn)
   batch_size = configs['train_config'].batch_size
   return {

@@ -27,6 +27,7 @@ from absl import logging
 import tensorflow as tf
 
 from core import config_util
+from core import paths
 from trainer import evaluator
 
 FLAGS = flags.FLAGS
@@ -68,8 +69,8 @@ def run(argv=None):
   try:
     configs = config_util.get_configs_from_pipeline_file(
         FLAGS.pipeline_config_path, required_sections=sections)
-    if not (tf.io.gfile.isdir(FLAGS.checkpoint_dir) or
-            tf.io.gfile.exists(FLAGS.checkpoint_dir + '.index')):
+    if not (paths.isdir(FLAGS.checkpoint_dir) or
+            paths.exists(FLAGS.checkpoint_dir + '.index')):
       raise ValueError('--checkpoint_dir=%s: no such directory or checkpoint prefix' %
                        FLAGS.checkpoint_dir)
     config_util.save_pipeline_config(

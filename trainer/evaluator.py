@@ -15,7 +15,9 @@ computes
 Metrics are written as scalar summaries at the checkpoint's global step into
 `eval_dir`, next to up to `eval_config.num_visualizations` images whose
 detections (left, at most `max_num_boxes_to_visualize` scoring at least
-`min_score_threshold`) and groundtruth (right) are drawn.
+`min_score_threshold`, labelled `name: score`) and groundtruth (right,
+labelled with class names) are drawn under the panel titles
+(`eval_images.detections_and_groundtruth`).
 
     from trainer import evaluator
     configs = config_util.get_configs_from_pipeline_file('configs/ssd_shapes.config')
@@ -42,7 +44,6 @@ is logged:
 """
 
 import collections
-import os
 
 from absl import logging
 import numpy as np
@@ -55,6 +56,7 @@ from core import coco_evaluation
 from core import label_map_util
 from core import model as model_lib
 from core import moving_averages
+from core import paths
 from core import standard_fields as fields
 from trainer import eval_images
 
@@ -191,6 +193,7 @@ class _DetectionMetrics:
     self._coco = coco_evaluation.CocoDetectionEvaluator(
         categories, eval_config.include_metrics_per_category)
     self._eval_config = eval_config
+    self._category_names = {category['id']: category['name'] for category in categories}
     self.images = []
 
   def add(self, index, result):
@@ -212,15 +215,12 @@ class _DetectionMetrics:
           _DETECTION.detection_scores: scores,
           _DETECTION.detection_classes: classes})
     if len(self.images) < config.num_visualizations:
-      panels = [eval_images.draw_boxes(
-          result['image'], boxes, classes, scores,
+      groundtruth = ((result[_INPUT.groundtruth_boxes], result[_INPUT.groundtruth_classes])
+                     if has_groundtruth else None)
+      self.images.append(eval_images.detections_and_groundtruth(
+          result['image'], (boxes, classes, scores), groundtruth, self._category_names,
           min_score_thresh=config.min_score_threshold,
-          max_boxes_to_draw=config.max_num_boxes_to_visualize)]
-      if has_groundtruth:
-        panels.append(eval_images.draw_boxes(
-            result['image'], result[_INPUT.groundtruth_boxes],
-            result[_INPUT.groundtruth_classes], max_boxes_to_draw=0))
-      self.images.append(eval_images.side_by_side(panels))
+          max_boxes_to_draw=config.max_num_boxes_to_visualize))
 
   def evaluate(self):
     return self._coco.evaluate() if self._coco.num_images else {}
@@ -308,9 +308,9 @@ def write_summaries(writer, global_step, metrics, images):
 
 
 def _export_visualizations(export_dir, global_step, images):
-  tf.io.gfile.makedirs(export_dir)
+  paths.makedirs(export_dir)
   for i, image in enumerate(images):
-    eval_images.write_png(os.path.join(export_dir, 'export-%d-%d.png' % (global_step, i)),
+    eval_images.write_png(paths.join(export_dir, 'export-%d-%d.png' % (global_step, i)),
                           image)
 
 
@@ -345,8 +345,8 @@ def evaluate_with_result(create_input_dict_fn, create_model_fn, eval_config, cat
     raise ValueError('checkpoint_dir is empty: pass a checkpoint directory or prefix')
   if not eval_dir:
     raise ValueError('eval_dir is empty: pass the directory summaries go to')
-  single = tf.io.gfile.exists(checkpoint_dir + '.index')
-  if not single and not tf.io.gfile.isdir(checkpoint_dir):
+  single = paths.exists(checkpoint_dir + '.index')
+  if not single and not paths.isdir(checkpoint_dir):
     raise ValueError('checkpoint_dir not found: %s is neither a directory nor a checkpoint '
                      'prefix' % checkpoint_dir)
   if eval_timeout is None:

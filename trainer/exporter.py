@@ -80,6 +80,7 @@ from core import config_util
 from core import data_decoders
 from core import model as model_lib
 from core import moving_averages
+from core import paths
 from core import saved_model_writer
 from core import standard_fields as fields
 from core import variables_helper
@@ -328,12 +329,12 @@ def _export_target(output_directory, serving_version):
   Raises:
     ValueError: if the target already holds an export, or a bad version.
   """
-  output_directory = os.path.abspath(output_directory)
+  output_directory = paths.absolute(output_directory)
   if serving_version is None:
     target = output_directory
-    if tf.io.gfile.exists(target) and not tf.io.gfile.isdir(target):
+    if paths.exists(target) and not paths.isdir(target):
       raise ValueError('output_directory %s exists and is not a directory' % target)
-    if tf.io.gfile.isdir(target) and tf.io.gfile.listdir(target):
+    if paths.isdir(target) and tf.io.gfile.listdir(target):
       raise ValueError('output_directory %s exists and is not empty; choose a new '
                        'directory' % target)
     return target
@@ -341,8 +342,8 @@ def _export_target(output_directory, serving_version):
       serving_version < 0):
     raise ValueError('serving_version must be a non-negative integer, got %r'
                      % (serving_version,))
-  target = os.path.join(output_directory, str(serving_version))
-  if tf.io.gfile.exists(target):
+  target = paths.join(output_directory, str(serving_version))
+  if paths.exists(target):
     raise ValueError('version %d already exists at %s; choose another serving_version'
                      % (serving_version, target))
   return target
@@ -389,11 +390,11 @@ def export_inference_graph(input_type, pipeline_config, trained_checkpoint_prefi
 
   def write(staging_dir):
     saved_model_dir = (staging_dir if serving_version is not None
-                       else os.path.join(staging_dir, SAVED_MODEL_DIR))
+                       else paths.join(staging_dir, SAVED_MODEL_DIR))
     _export_into(staging_dir, saved_model_dir, input_type, pipeline_config, checkpoint_path,
                  input_shape, write_inference_graph, write_frozen=serving_version is None)
 
   saved_model_writer.write_atomically(target, write)
-  result = target if serving_version is not None else os.path.join(target, SAVED_MODEL_DIR)
+  result = target if serving_version is not None else paths.join(target, SAVED_MODEL_DIR)
   logging.info('Exported %s (input %s) from %s', result, input_type, checkpoint_path)
   return result

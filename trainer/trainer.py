@@ -39,7 +39,6 @@ Where we differ from the original, on purpose:
 
 import collections
 import functools
-import os
 
 from absl import logging
 import tensorflow as tf
@@ -52,6 +51,7 @@ from core import batcher
 from core import fine_tune
 from core import label_map_util
 from core import model as model_lib
+from core import paths
 from core import preprocessor
 from core import standard_fields as fields
 from core import variables_helper
@@ -505,7 +505,7 @@ def run_training(training_graph, train_config, train_dir, master='', is_chief=Tr
       number_of_steps=train_config.num_steps or None,
       examples_per_step=train_config.batch_size,
       log_every_n_steps=train_config.log_every_n_steps, is_chief=is_chief,
-      saver=training_graph.saver, checkpoint_path=os.path.join(train_dir, 'model.ckpt'),
+      saver=training_graph.saver, checkpoint_path=paths.join(train_dir, 'model.ckpt'),
       on_finish=on_finish, step_after_update=training_graph.step_after_update)
   config = session_config(train_config, base=session_config_override)
   with training_graph.graph.as_default():

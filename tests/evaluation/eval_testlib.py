@@ -141,7 +141,7 @@ def save_oracle_checkpoint(checkpoint_prefix, global_step=0):
 def read_events(eval_dir):
   """Returns {tag: [(step, value or image Summary)]} from every event file in eval_dir."""
   result = {}
-  for name in sorted(os.listdir(eval_dir)):
+  for name in sorted(tf.io.gfile.listdir(eval_dir)):
     if not name.startswith('events.out.tfevents'):
       continue
     for event in tf.compat.v1.train.summary_iterator(os.path.join(eval_dir, name)):

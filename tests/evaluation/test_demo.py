@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from tests.evaluation import eval_testlib
+from trainer import eval_images
 
 tf.compat.v1.disable_eager_execution()
 
@@ -48,14 +49,15 @@ def test_demo_trains_evaluates_exports_and_draws(tmp_path):
   assert float(match.group('rate')) > 0
   assert match.group('checkpoint') == str(output_dir / 'train' / 'model.ckpt-20')
 
-  # The PNG: two rows (images) of detections | groundtruth, enlarged 2x: 192 + 2 + 192.
+  # The PNG: two rows (images) of titled panels detections | groundtruth,
+  # enlarged 2x: 192 + 2 + 192 wide, title + 192 high, 2 pixels between rows.
   png = match.group('png')
   assert png == str(output_dir / 'detections.png')
   with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
     with open(png, 'rb') as f:
       image = sess.run(tf.io.decode_png(f.read()))
   size = 2 * eval_testlib.IMAGE_SIZE
-  assert image.shape == (2 * size + 2, 2 * size + 2, 3)
+  assert image.shape == (2 * (eval_images.title_height() + size) + 2, 2 * size + 2, 3)
 
   # The export is in TF Serving's layout: export/<version>/saved_model.pb.
   export = match.group('export')

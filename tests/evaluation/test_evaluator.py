@@ -55,9 +55,10 @@ def test_evaluates_a_trained_detector_and_writes_summaries(trained, tmp_path):
   assert len(image_tags) == 4   # eval_config.num_visualizations
   step, image = events[image_tags[0]][0]
   assert step == 3
-  size = eval_testlib.IMAGE_SIZE
-  # Detections left, groundtruth right, a 2-pixel gap between.
-  assert (image.height, image.width) == (size, 2 * size + 2)
+  # Detections left, groundtruth right, a 2-pixel gap between; each panel
+  # enlarged 2x (96 -> 192) under its title.
+  size = 2 * eval_testlib.IMAGE_SIZE
+  assert (image.height, image.width) == (eval_images.title_height() + size, 2 * size + 2)
   assert image.encoded_image_string.startswith(b'\x89PNG')
 
 

@@ -33,11 +33,11 @@ workers poll the same variable whatever the estimator's device function.
 import collections
 import contextlib
 import operator
-import os
 
 from absl import logging
 import tensorflow as tf
 
+from core import paths
 from trainer.estimator import estimator as estimator_lib
 
 _EVENT_FILE_GLOB_PATTERN = 'events.out.tfevents.*'
@@ -79,7 +79,7 @@ def read_metrics_from_event_files(pattern):
 
 def read_eval_metrics(eval_dir):
   """The evaluation metrics in `eval_dir`: OrderedDict {step: {name: value}}."""
-  return read_metrics_from_event_files(os.path.join(eval_dir, _EVENT_FILE_GLOB_PATTERN))
+  return read_metrics_from_event_files(paths.join(eval_dir, _EVENT_FILE_GLOB_PATTERN))
 
 
 def _get_or_create_stop_var(device=None):

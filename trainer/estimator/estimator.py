@@ -36,6 +36,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from core import paths
 from trainer.estimator import model_fn as model_fn_lib
 from trainer.estimator import replicate
 from trainer.estimator import run_config as run_config_lib
@@ -192,7 +193,7 @@ class Estimator(object):
 
   def eval_dir(self, name=None):
     """`model_dir/eval` or `model_dir/eval_<name>`: where evaluate() writes events."""
-    return os.path.join(self._model_dir, 'eval' if not name else 'eval_' + name)
+    return paths.join(self._model_dir, 'eval' if not name else 'eval_' + name)
 
   def latest_checkpoint(self):
     """Prefix of the newest checkpoint in model_dir, or None."""
@@ -584,7 +585,7 @@ class Estimator(object):
     if not checkpoint_path:
       if self._warm_start_settings:
         checkpoint_path = self._warm_start_settings.ckpt_to_initialize_from
-        if tf.io.gfile.isdir(checkpoint_path):
+        if paths.isdir(checkpoint_path):
           checkpoint_path = tf.train.latest_checkpoint(checkpoint_path)
       else:
         raise ValueError("Couldn't find trained model at {}.".format(self._model_dir))

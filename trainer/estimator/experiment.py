@@ -38,13 +38,13 @@ BestExporter), which replaced contrib's ExportStrategy; exports go to
 """
 
 import inspect
-import os
 import time
 
 from absl import logging
 import tensorflow as tf
 
 from core import checkpoints
+from core import paths
 from trainer.estimator import estimator as estimator_lib
 from trainer.estimator import exporter as exporter_lib
 from trainer.estimator import training
@@ -226,7 +226,7 @@ class Experiment(object):
     """Runs every exporter; returns the list of their results."""
     results = []
     for exporter in self._export_strategies:
-      export_path = os.path.join(self._estimator.model_dir, 'export', exporter.name)
+      export_path = paths.join(self._estimator.model_dir, 'export', exporter.name)
       results.append(exporter.export(self._estimator, export_path, checkpoint_path,
                                      eval_result, is_the_final_export))
     return results

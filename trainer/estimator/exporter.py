@@ -29,11 +29,11 @@ exporter runs, so it is left out of the seed).
 import abc
 import functools
 import inspect
-import os
 
 from absl import logging
 import tensorflow as tf
 
+from core import paths
 from trainer.estimator import early_stopping
 
 _EXPORT_DIR_DIGITS = 10
@@ -100,13 +100,13 @@ def list_exports(export_path):
     list of (timestamp int, full path) for the 10-digit numeric directories;
     temp-<ts> directories of unfinished exports are not listed.
   """
-  if not tf.io.gfile.isdir(export_path):
+  if not paths.isdir(export_path):
     return []
   exports = []
   for name in tf.io.gfile.listdir(export_path):
     name = name.rstrip('/')
     if len(name) == _EXPORT_DIR_DIGITS and name.isdigit():
-      exports.append((int(name), os.path.join(export_path, name)))
+      exports.append((int(name), paths.join(export_path, name)))
   return sorted(exports)
 
 
@@ -283,7 +283,7 @@ class BestExporter(Exporter):
     """
     if not self._event_file_pattern:
       return None
-    pattern = os.path.join(model_dir, self._event_file_pattern)
+    pattern = paths.join(model_dir, self._event_file_pattern)
     best = None
     for step, metrics in early_stopping.read_metrics_from_event_files(pattern).items():
       if step == current_step:

@@ -34,13 +34,13 @@ Exports go to `model_dir/export/<exporter name>/<timestamp>/`.
 """
 
 import collections
-import os
 import time
 
 from absl import logging
 import tensorflow as tf
 
 from core import checkpoints
+from core import paths
 from deployment import cluster as cluster_lib
 from deployment import cluster_check
 from deployment import cluster_runtime
@@ -255,7 +255,7 @@ class _Evaluator(object):
           self._eval_spec.input_fn, steps=self._eval_spec.steps, name=self._eval_spec.name,
           checkpoint_path=checkpoint_path, hooks=self._eval_spec.hooks)
     except (ValueError, tf.errors.NotFoundError):
-      if tf.io.gfile.exists(checkpoint_path + '.index'):
+      if paths.exists(checkpoint_path + '.index'):
         raise
       # The trainer's Saver deleted it (keep_checkpoint_max) before or while
       # it was read: evaluate the next latest one instead of dying.
@@ -282,7 +282,7 @@ class _Evaluator(object):
     """Runs every exporter of the EvalSpec on `eval_result`; returns their results."""
     export_results = []
     for exporter in self._eval_spec.exporters:
-      export_path = os.path.join(tf.compat.as_str_any(self._estimator.model_dir), 'export',
+      export_path = paths.join(tf.compat.as_str_any(self._estimator.model_dir), 'export',
                                  exporter.name)
       export_results.append(exporter.export(
           self._estimator, export_path, eval_result.checkpoint_path, eval_result.metrics,

@@ -16,6 +16,8 @@ import time
 
 import tensorflow as tf
 
+from core import paths
+
 _DATASET_TYPES = (tf.data.Dataset, tf.compat.v1.data.Dataset)
 
 
@@ -144,7 +146,7 @@ def get_timestamped_export_dir(export_dir_base):
   base = tf.compat.as_bytes(export_dir_base)
   for attempt in range(1, MAX_DIRECTORY_CREATION_ATTEMPTS + 1):
     candidate = os.path.join(base, str(int(time.time())).encode())
-    if not tf.io.gfile.exists(candidate):
+    if not paths.exists(candidate):
       return candidate
     time.sleep(1)
     tf.compat.v1.logging.warning('Directory {} already exists; retrying (attempt {}/{})'.format(

@@ -32,6 +32,7 @@ from absl import logging
 import tensorflow as tf
 
 from core import checkpoints
+from core import paths
 from core import variables_helper
 
 __all__ = ['WarmStartSettings', 'warm_start']
@@ -70,10 +71,10 @@ def get_warm_start_settings(warm_start_from):
   if isinstance(warm_start_from, bytes):
     warm_start_from = warm_start_from.decode('utf-8')
   if isinstance(warm_start_from, str):
-    variables_index = os.path.join(warm_start_from, 'variables', 'variables.index')
-    if tf.io.gfile.exists(variables_index):
+    variables_index = paths.join(warm_start_from, 'variables', 'variables.index')
+    if paths.exists(variables_index):
       logging.info('Warm-starting from a SavedModel')
-      return WarmStartSettings(os.path.join(warm_start_from, 'variables', 'variables'))
+      return WarmStartSettings(paths.join(warm_start_from, 'variables', 'variables'))
     return WarmStartSettings(warm_start_from)
   if isinstance(warm_start_from, WarmStartSettings):
     return warm_start_from
