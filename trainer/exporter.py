@@ -269,7 +269,7 @@ def write_checkpoint(sess, directory):
   """
   saver = tf.compat.v1.train.Saver(tf.compat.v1.global_variables(),
                                    save_relative_paths=True)
-  return saver.save(sess, os.path.join(directory, CHECKPOINT_NAME), write_meta_graph=True)
+  return saver.save(sess, paths.join(directory, CHECKPOINT_NAME), write_meta_graph=True)
 
 
 def write_frozen_graph(sess, directory, outputs):
@@ -289,7 +289,7 @@ def write_frozen_graph(sess, directory, outputs):
   output_nodes = sorted(tensor.op.name for tensor in outputs.values())
   frozen = tf.compat.v1.graph_util.convert_variables_to_constants(
       sess, sess.graph.as_graph_def(), output_nodes)
-  with tf.io.gfile.GFile(os.path.join(directory, FROZEN_GRAPH_NAME), 'wb') as f:
+  with tf.io.gfile.GFile(paths.join(directory, FROZEN_GRAPH_NAME), 'wb') as f:
     f.write(frozen.SerializeToString())
   return frozen
 
