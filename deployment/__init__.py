@@ -13,6 +13,8 @@ Map:
   clone kept equal by all-reduce.
 * `cluster.py`: TF_CONFIG -> `ClusterConfig` (cluster spec, task, chief,
   server); `exit_codes.py`: what each process exit status means.
+* `netns.py`: a private network of Linux network namespaces, one per task,
+  with link partitions (the multi-host test harness; benchmarks use it too).
 """
 
 from core import compat  # noqa: F401  (must run before tf_slim is used)
