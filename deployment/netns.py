@@ -416,6 +416,11 @@ class Network(object):
         _delete_namespace(name)
       except NetnsError as e:
         errors.append(str(e))
-    self._created = [n for n in self._created if n in namespaces()]
+    try:
+      existing = namespaces()
+    except NetnsError as e:
+      errors.append(str(e))
+      existing = self._created
+    self._created = [n for n in self._created if n in existing]
     if errors:
       raise NetnsError('network %s: cleanup failed: %s' % (self._base, '; '.join(errors)))
