@@ -40,7 +40,7 @@ def skip_unless_available():
     pytest.skip('network namespaces unavailable: %s' % reason)
 
 
-class _Watchdog(object):
+class Watchdog(object):
   """Kills every process in a network's namespaces once `secs` have passed."""
 
   def __init__(self, network, secs):
@@ -68,7 +68,7 @@ def netns_network():
   def make(hosts, time_limit_secs=DEFAULT_TIME_LIMIT_SECS, subnet=None):
     network = netns.Network(hosts, subnet=subnet)
     network.create()
-    created.append((network, _Watchdog(network, time_limit_secs)))
+    created.append((network, Watchdog(network, time_limit_secs)))
     return network
 
   yield make

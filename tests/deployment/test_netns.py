@@ -152,6 +152,17 @@ def test_namespaces_of_a_dead_owner_are_removed_by_the_next_network(tmp_path):
     assert orphan_hub not in netns.namespaces()
 
 
+def test_watchdog_kills_what_runs_past_the_time_limit():
+  with netns.Network(['ps0']) as network:
+    process = network.popen('ps0', ['sleep', '600'])
+    watchdog = netns_fixture.Watchdog(network, secs=1)
+    try:
+      assert process.wait(timeout=60) == -9
+    finally:
+      watchdog.cancel()
+    assert watchdog.expired
+
+
 def test_bad_host_names_are_refused():
   with pytest.raises(ValueError, match='host name'):
     netns.Network(['ps-0'])
