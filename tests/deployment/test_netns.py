@@ -78,6 +78,21 @@ def test_each_host_has_its_own_stack_and_address(netns_network):
     assert re.findall(r'inet (\S+)', out) == ['127.0.0.1/8', network.address(host) + '/24'], out
 
 
+def test_process_group_runs_a_task_and_its_restart_on_the_task_host(tmp_path, netns_network):
+  network = netns_network(['worker0', 'ps0'], time_limit_secs=180)
+  cluster = cluster_util.netns_cluster(network)
+  with cluster_util.ProcessGroup(str(tmp_path), network=network) as group:
+    for name in ('ps0', 'ps0_restarted'):
+      process = group.start(name, cluster_util.tf_config(cluster, 'ps', 0), module=_MODULE,
+                            args=['--role=server'])
+      group.wait_for_output(process, r'^SERVING %s:2222$' % re.escape(network.address('ps0')),
+                            timeout=120)
+      where = subprocess.run(['ip', 'netns', 'identify', str(process.pid)],
+                             stdout=subprocess.PIPE, text=True, check=True, timeout=30).stdout
+      assert where.strip() == network.namespace('ps0')
+      group.kill(process)
+
+
 def test_servers_in_two_namespaces_talk_partition_fails_heal_restores(tmp_path, netns_network):
   network = netns_network(['worker0', 'ps0'], time_limit_secs=240)
   cluster = cluster_util.netns_cluster(network)
