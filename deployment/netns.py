@@ -56,6 +56,7 @@ import itertools
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -98,22 +99,32 @@ def unavailable_reason():
 
   Returns:
     None, or a sentence naming what is missing (not Linux, not root, no `ip`,
-    or the error of creating and deleting a probe namespace).
+    or the error of creating a probe namespace with a bridge and a veth pair
+    in it, or of deleting it).
   """
   if not sys.platform.startswith('linux'):
     return 'network namespaces need Linux (this is %s)' % sys.platform
   if os.geteuid() != 0:
     return 'network namespaces need root (running as uid %d)' % os.geteuid()
+  if shutil.which('ip') is None:
+    return "iproute2's `ip` is not on PATH"
   probe = '%s%d-probe%d' % (_PREFIX, os.getpid(), next(_counter))
   try:
     _ip('netns', 'add', probe)
   except NetnsError as e:
     return 'cannot create a network namespace: %s' % e
+  reason = None
+  try:
+    # The kinds of link a Network needs (kernel modules may be missing).
+    _ip('-n', probe, 'link', 'add', 'br0', 'type', 'bridge')
+    _ip('-n', probe, 'link', 'add', 'a0', 'type', 'veth', 'peer', 'name', 'b0')
+  except NetnsError as e:
+    reason = 'cannot create a bridge or veth pair: %s' % e
   try:
     _ip('netns', 'del', probe)
   except NetnsError as e:
-    return 'cannot delete network namespace %s: %s' % (probe, e)
-  return None
+    reason = reason or 'cannot delete network namespace %s: %s' % (probe, e)
+  return reason
 
 
 def namespaces():

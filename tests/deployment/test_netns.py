@@ -10,6 +10,7 @@ elsewhere every test here is skipped with the reason.
 import ipaddress
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -176,6 +177,23 @@ def test_watchdog_kills_what_runs_past_the_time_limit():
     finally:
       watchdog.cancel()
     assert watchdog.expired
+
+
+def test_without_the_capabilities_the_tests_skip_and_say_why():
+  setpriv = shutil.which('setpriv')
+  if setpriv is None:
+    pytest.skip('setpriv (util-linux) is not installed: cannot drop capabilities')
+  # Root without any capability: `ip netns add` is refused, as for a user without root.
+  result = subprocess.run(
+      [setpriv, '--bounding-set=-all', '--inh-caps=-all', sys.executable, '-m', 'pytest',
+       __file__, '-q', '-n', '0', '-p', 'no:cacheprovider', '-k', 'own_stack'],
+      cwd=cluster_util.REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+      timeout=240, check=False)
+  assert result.returncode == 0, result.stdout[-3000:]
+  assert '1 skipped' in result.stdout, result.stdout[-3000:]
+  assert re.search(r'SKIPPED .*network namespaces unavailable: cannot create a network '
+                   r'namespace: `ip netns add slimtrain-\d+-probe\d+` exited', result.stdout), (
+                       result.stdout[-3000:])
 
 
 def test_bad_host_names_are_refused():
