@@ -19,6 +19,8 @@ Map:
   `train_and_evaluate`) send to the ps tasks.
 * `sync_replicas.py`: a `SyncReplicasOptimizer` whose chief stops cleanly
   after the last step and releases the workers.
+* `netns.py`: a private network of Linux network namespaces, one per task,
+  with link partitions (the multi-host test harness; benchmarks use it too).
 """
 
 from core import compat  # noqa: F401  (must run before tf_slim is used)
