@@ -37,6 +37,8 @@ setup(
         'protobuf',
         'absl-py',
         'pycocotools',
+        # deployment/tfjob.py writes and reads Kubernetes manifests.
+        'pyyaml',
     ],
     extras_require={
         # grpcio-tools: the Makefile recompiles protos in place for the editable checkout.

@@ -281,7 +281,20 @@ def save_pipeline_config(pipeline_config, directory):
   text = text_format.MessageToString(pipeline_config)
   _keep_a_different_previous_config(path, text)
   logging.info('Writing pipeline config file to %s', path)
-  temp_path = os.path.join(directory, '.%s.tmp-%s' % (PIPELINE_CONFIG_NAME, uuid.uuid4().hex))
+  return write_text_atomically(path, text)
+
+
+def write_text_atomically(path, text):
+  """Writes `text` to `path` through a temp file in the same directory, then a rename.
+
+  Readers see the old file or the whole new one, never a part. Goes through
+  tf.io.gfile (gs:// works; there the rename is a copy).
+
+  Returns:
+    `path`.
+  """
+  directory, name = os.path.split(path)
+  temp_path = os.path.join(directory, '.%s.tmp-%s' % (name, uuid.uuid4().hex))
   try:
     with tf.io.gfile.GFile(temp_path, 'w') as f:
       f.write(text)
