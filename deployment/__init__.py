@@ -13,6 +13,11 @@ Map:
   clone kept equal by all-reduce.
 * `cluster.py`: TF_CONFIG -> `ClusterConfig` (cluster spec, task, chief,
   server); `exit_codes.py`: what each process exit status means.
+* `launch.py`: `python -m deployment.launch`, a whole cluster as local
+  processes (restart policies, merged log, SIGTERM forwarding), also from a
+  TFJob manifest; `tfjob.py`: writes (and reads) Kubeflow TFJob manifests;
+  `replicas.py`: replica types, restart policies, the operator's TF_CONFIG;
+  `ports.py`: free loopback ports.
 """
 
 from core import compat  # noqa: F401  (must run before tf_slim is used)

@@ -65,6 +65,9 @@ _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # the Estimator's LoggingTensorHook ('loss = 0.5, step = 10 (...)').
 PROGRESS_RE = re.compile(r'(global step \d+,.*|loss = \S+, step = \d+.*)$')
 _POLL_SECS = 0.1
+# A command that cannot be started (not found, not executable): permanent,
+# the code a shell gives a command it cannot find.
+_CANNOT_START = 127
 
 
 
@@ -192,7 +195,8 @@ class Launcher(object):
         task = _Task(spec, index, replicas_lib.tf_config(self._cluster, spec.replica_type,
                                                           index))
         self._tasks.append(task)
-        self._start(task)
+        if self._outcome is None:
+          self._start(task)
 
   def wait(self):
     """Watches the tasks until the job's outcome is known and every task ended.
@@ -245,10 +249,19 @@ class Launcher(object):
       path = os.path.join(self._log_dir, '%s-%d.log' % task.key)
       log_file = open(path, 'a', encoding='utf-8')
       log_file.write('===== attempt %d =====\n' % task.attempts)
-    task.popen = subprocess.Popen(
-        task.spec.command, cwd=self._cwd, env=self._task_env(task), stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        start_new_session=True)  # its own process group: signals reach its children too
+    try:
+      task.popen = subprocess.Popen(
+          task.spec.command, cwd=self._cwd, env=self._task_env(task), stdout=subprocess.PIPE,
+          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+          start_new_session=True)  # its own process group: signals reach its children too
+    except OSError as e:
+      if log_file:
+        log_file.close()
+      self.log('cannot start %s: %s: the job fails' % (task.name, e))
+      self.exits.append((task.name, _CANNOT_START))
+      if self._outcome is None:
+        self._decide(_CANNOT_START, stop_others=True)
+      return
     task.pump = threading.Thread(target=self._pump, args=(task, task.popen, log_file),
                                  name='output of %s' % task.name, daemon=True)
     task.pump.start()

@@ -168,6 +168,30 @@ def test_after_success_lingering_tasks_are_stopped(tmp_path):
   assert 'tasks still running 1s after the job succeeded: ps:0; stopping them' in log
 
 
+def test_a_command_that_cannot_start_fails_the_job_with_127(tmp_path):
+  specs = _specs(tmp_path, workers=2, until_sigterm='chief:0,ps:0')
+  specs[1] = specs[1]._replace(command=[str(tmp_path / 'no-such-program')])
+  code, launcher, log = _run(specs)
+  assert code == 127, log
+  assert re.search(r'cannot start worker:0: .*no-such-program.*: the job fails', log), log
+  assert ('worker:0', 127) in launcher.exits
+  assert '[launch] started worker:1' not in log  # nothing more is started
+
+
+def test_evaluator_command_follows_the_program():
+  train_args = ['--pipeline_config_path=p.config', '--train_dir', '/tmp/t', '--alsologtostderr']
+  assert launch.evaluator_command('trainer.train', train_args) == [
+      sys.executable, '-m', 'trainer.eval', '--pipeline_config_path=p.config',
+      '--checkpoint_dir=/tmp/t', '--eval_dir=/tmp/t/eval']
+  main_args = ['--pipeline_config_path=p.config', '--model_dir=/tmp/m']
+  assert launch.evaluator_command('trainer.model_main', main_args) == [
+      sys.executable, '-m', 'trainer.model_main'] + main_args
+  with pytest.raises(ValueError, match='needs --train_dir'):
+    launch.evaluator_command('trainer.train', ['--pipeline_config_path=p.config'])
+  assert launch.local_command(['python3', '-m', 'x']) == [sys.executable, '-m', 'x']
+  assert launch.local_command(['/usr/bin/env', 'python']) == ['/usr/bin/env', 'python']
+
+
 def _start_cli(tmp_path, args, name='launch'):
   """Starts `python -m deployment.launch args` with its output in a file."""
   log_path = str(tmp_path / ('%s.out' % name))
