@@ -31,8 +31,18 @@ to --max_backoff_secs), as long as the job has restarted fewer than
 * the code of the task that failed and is not restarted otherwise (signals
   reported as 128 + N); the other tasks are then stopped.
 
+`--evaluator` adds an evaluator task (outside the cluster): trainer.eval on
+the program's --train_dir for trainer.train, the program itself otherwise.
+`--restart_policy` sets every replica type's policy (default ExitCode),
+`--replica_restart_policy=ps=Always,...` overrides single types, and
+`--task_log_dir` also keeps each task's raw output in a file.
+
 From Python (tests, benchmarks):
 
+    command = [sys.executable, '-m', 'trainer.train', '--pipeline_config_path=...', ...]
+    specs = [replicas.ReplicaSpec('chief', 1, command),
+             replicas.ReplicaSpec('worker', 2, command, restart_policy='OnFailure'),
+             replicas.ReplicaSpec('ps', 1, command)]
     launcher = launch.Launcher(specs, backoff_limit=3, out=sys.stdout)
     exit_code = launcher.run()
 
@@ -42,6 +52,10 @@ Differs on purpose:
 * A manifest's `python`/`python3` command runs with this interpreter, and the
   image, resources and volumes of the pod template are ignored: the tasks run
   in this checkout.
+* Under `ExitCode` a task exiting 143 is not restarted (the operator would):
+  slimtrain's contract reads 143 as "preempted", a whole-job matter, so the
+  job ends with 143 (deployment/exit_codes.is_retryable).
+* An evaluator that fails for good fails the job like any other task.
 * `--netns` (the multi-host namespace harness) is not available yet.
 """
 

@@ -3,7 +3,8 @@
 Restart policies, backoff limit, outcomes and signals run a tiny program that
 exits with the codes it is told (tests/deployment/launch_task_main.py); the
 slow tests train the shapes SSD with chief + worker + ps, from flags and from
-a TFJob manifest written by deployment.tfjob, to num_steps.
+a TFJob manifest written by deployment.tfjob, to num_steps, and run
+trainer.model_main with an evaluator.
 """
 
 import io
@@ -370,6 +371,25 @@ def test_shapes_ssd_from_a_generated_tfjob(tmp_path, ssd_config):
                                             '--finish_timeout_secs=120'])
   _assert_trained(_finish(process, log_path, 540), log_path, train_dir)
   assert '[launch] service shapes-ps-0.default.svc:2222 -> 127.0.0.1:' in _read(log_path)
+
+
+@pytest.mark.slow
+def test_model_main_with_an_evaluator_from_flags(tmp_path, ssd_config):
+  model_dir = str(tmp_path / 'model')
+  process, log_path = _start_cli(tmp_path, [
+      '--module=trainer.model_main', '--workers=1', '--ps=1', '--evaluator',
+      '--grace_secs=10', '--finish_timeout_secs=240', '--',
+      '--pipeline_config_path=%s' % ssd_config, '--model_dir=%s' % model_dir,
+      '--alsologtostderr'])
+  code = _finish(process, log_path, 590)
+  log = _read(log_path)
+  assert code == 0, log[-20000:]
+  assert _checkpoint_step(model_dir) == _NUM_STEPS
+  # The evaluator (model_main's evaluator role) evaluated the final checkpoint and exited 0.
+  assert re.search(r'^\[evaluator:0\] .*Saving dict for global step %d:' % _NUM_STEPS, log,
+                   re.M), log[-20000:]
+  assert '[launch] evaluator:0 exited with code 0' in log
+  assert re.search(r'^\[progress\] loss = \S+, step = \d+', log, re.M), log[-20000:]
 
 
 if __name__ == '__main__':
