@@ -344,11 +344,19 @@ def network_policy(options):
                                 'ports': [{'protocol': 'TCP', 'port': options.port}]}]}}
 
 
+class _PlainDumper(yaml.SafeDumper):
+  """Writes repeated values out in full: no `&id001` anchors for people to decode."""
+
+  def ignore_aliases(self, data):
+    return True
+
+
 def manifest_text(options):
   """The whole file: the TFJob, then the NetworkPolicy, as multi-document YAML."""
   header = '# Written by python -m deployment.tfjob; submit with kubectl apply -f <file>.\n'
-  return header + yaml.safe_dump_all([tfjob_manifest(options), network_policy(options)],
-                                     sort_keys=False, default_flow_style=False)
+  return header + yaml.dump_all([tfjob_manifest(options), network_policy(options)],
+                                Dumper=_PlainDumper, sort_keys=False,
+                                default_flow_style=False)
 
 
 def write_manifest(options, path):

@@ -9,7 +9,10 @@ then exits with the code `--exit_codes` gives this task for this attempt:
 
 means worker 0 exits 129 on its first two attempts and 0 from the third on;
 every other task exits 0 after `--run_secs`. Tasks named by `--until_sigterm`
-instead run until SIGTERM and then exit 143 (recording "sigterm"). It does not
+instead run until SIGTERM (recording "waiting" once they can take it) and then
+exit 143 (recording "sigterm"); those named by `--ignore_sigterm` run until
+SIGKILL. `--wait_for` makes the finishing tasks wait for such records first,
+so that no SIGTERM reaches a task before its handler is installed. It does not
 import TensorFlow, so a job of several tasks starts in about a second.
 """
 
@@ -45,16 +48,18 @@ def _record(record_dir, task, text):
     return f.read().splitlines()
 
 
-def _wait_for_exits(record_dir, task, count, timeout_secs=120):
+def _wait_for_lines(record_dir, task, count, prefix='exit', timeout_secs=120):
+  """Waits until `task` recorded `count` lines starting with `prefix`."""
   path = os.path.join(record_dir, '%s.txt' % task.replace(':', '-'))
   deadline = time.time() + timeout_secs
   while time.time() < deadline:
     if os.path.exists(path):
       with open(path) as f:
-        if sum(line.startswith('exit') for line in f) >= int(count):
+        if sum(line.startswith(prefix) for line in f) >= int(count):
           return
     time.sleep(0.05)
-  raise SystemExit('%s did not exit %s times within %ss' % (task, count, timeout_secs))
+  raise SystemExit('%s did not record %s %r lines within %ss' % (
+      task, count, prefix, timeout_secs))
 
 
 def main():
@@ -63,6 +68,11 @@ def main():
   parser.add_argument('--exit_codes', default='')
   parser.add_argument('--until_sigterm', default='')
   parser.add_argument('--run_secs', type=float, default=0.0)
+  parser.add_argument('--ignore_sigterm', default='',
+                      help='tasks that ignore SIGTERM and run until killed')
+  parser.add_argument('--wait_for', default='',
+                      help='TASK=LINE;...: before finishing, wait until each TASK recorded '
+                      'LINE (e.g. "chief:0=waiting": its SIGTERM handler is in place)')
   parser.add_argument('--wait_for_exits', default='',
                       help='TASK=N: before finishing, wait (up to 120 s) until TASK '
                       'recorded N exits')
@@ -72,6 +82,12 @@ def main():
   attempt = lines.count('start')
   print('TF_CONFIG=%s' % os.environ.get('TF_CONFIG'), flush=True)
   print('attempt %d of %s' % (attempt, task), flush=True)
+  if task in re.split('[,;]', args.ignore_sigterm):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _record(args.record_dir, task, 'ignoring')
+    print('%s ignoring SIGTERM' % task, flush=True)
+    while True:
+      time.sleep(0.1)
   if task in re.split('[,;]', args.until_sigterm):
     def on_sigterm(signum, frame):
       del signum, frame
@@ -79,6 +95,7 @@ def main():
       print('%s got SIGTERM' % task, flush=True)
       sys.exit(143)
     signal.signal(signal.SIGTERM, on_sigterm)
+    _record(args.record_dir, task, 'waiting')
     print('%s waiting for SIGTERM' % task, flush=True)
     while True:
       time.sleep(0.1)
@@ -87,7 +104,10 @@ def main():
           '1.00 steps/sec' % (step, 1.0 / step), flush=True)
   time.sleep(args.run_secs)
   if args.wait_for_exits:
-    _wait_for_exits(args.record_dir, *args.wait_for_exits.split('='))
+    _wait_for_lines(args.record_dir, *args.wait_for_exits.split('='))
+  for item in filter(None, args.wait_for.split(';')):
+    other, line = item.split('=')
+    _wait_for_lines(args.record_dir, other, 1, line)
   codes = _codes_for(args.exit_codes, task)
   code = codes[attempt - 1] if attempt <= len(codes) else 0
   _record(args.record_dir, task, 'exit %d' % code)

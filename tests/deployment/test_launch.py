@@ -25,6 +25,8 @@ from tests import cluster_util
 pytestmark = pytest.mark.cluster
 
 _PROGRAM = [sys.executable, '-m', 'tests.deployment.launch_task_main']
+# Tasks that finish first wait until these two can take SIGTERM.
+_CHIEF_AND_PS_WAITING = 'chief:0=waiting;ps:0=waiting'
 _PREFIX_RE = re.compile(r'^\[(launch|progress|chief:0|worker:\d|ps:\d|evaluator:0)\] ')
 
 
@@ -102,7 +104,8 @@ def test_merged_log_prefixes_progress_and_tf_config(tmp_path):
 
 
 def test_permanent_exit_fails_the_job_and_stops_the_others(tmp_path):
-  specs = _specs(tmp_path, exit_codes='worker:0=3', until_sigterm='chief:0,ps:0')
+  specs = _specs(tmp_path, exit_codes='worker:0=3', until_sigterm='chief:0,ps:0',
+                 wait_for=_CHIEF_AND_PS_WAITING)
   code, launcher, log = _run(specs)
   assert code == 3, log
   assert _records(tmp_path, 'worker:0') == ['start', 'exit 3']
@@ -110,12 +113,12 @@ def test_permanent_exit_fails_the_job_and_stops_the_others(tmp_path):
   assert ('worker:0 exited with code 3, which restart policy ExitCode does not restart: '
           'the job fails') in log
   for task in ('chief:0', 'ps:0'):
-    assert _records(tmp_path, task) == ['start', 'sigterm'], log
+    assert _records(tmp_path, task) == ['start', 'waiting', 'sigterm'], log
 
 
 def test_backoff_limit_counts_restarts_across_the_job(tmp_path):
   specs = _specs(tmp_path, workers=2, exit_codes='worker:0=129,129;worker:1=130,130,130',
-                 until_sigterm='chief:0,ps:0')
+                 until_sigterm='chief:0,ps:0', wait_for=_CHIEF_AND_PS_WAITING)
   code, launcher, log = _run(specs, backoff_limit=3)
   # Three restarts in all; the fourth retryable exit fails the job with its code.
   assert code in (129, 130), log
@@ -128,7 +131,7 @@ def test_backoff_limit_counts_restarts_across_the_job(tmp_path):
 
 def test_never_does_not_restart(tmp_path):
   specs = _specs(tmp_path, policy='Never', exit_codes='worker:0=129',
-                 until_sigterm='chief:0,ps:0')
+                 until_sigterm='chief:0,ps:0', wait_for=_CHIEF_AND_PS_WAITING)
   code, launcher, log = _run(specs)
   assert code == 129, log
   assert _records(tmp_path, 'worker:0') == ['start', 'exit 129']
@@ -155,17 +158,29 @@ def test_always_restarts_after_success_until_the_backoff_limit(tmp_path):
 
 
 def test_preempted_task_is_not_restarted_and_the_job_reports_143(tmp_path):
-  specs = _specs(tmp_path, exit_codes='worker:0=143', until_sigterm='chief:0,ps:0')
+  specs = _specs(tmp_path, exit_codes='worker:0=143', until_sigterm='chief:0,ps:0',
+                 wait_for=_CHIEF_AND_PS_WAITING)
   code, _, log = _run(specs)
   assert code == 143, log
   assert _records(tmp_path, 'worker:0') == ['start', 'exit 143']
 
 
+def test_tasks_ignoring_sigterm_are_killed_after_the_grace_period(tmp_path):
+  specs = _specs(tmp_path, exit_codes='chief:0=3', ignore_sigterm='worker:0,ps:0',
+                 wait_for='worker:0=ignoring;ps:0=ignoring')
+  code, launcher, log = _run(specs, grace_secs=1)
+  assert code == 3, log
+  for task in ('worker:0', 'ps:0'):
+    assert '[%s] %s ignoring SIGTERM' % (task, task) in log
+    assert '[launch] %s still running 1s after SIGTERM: SIGKILL' % task in log
+    assert (task, 128 + 9) in launcher.exits
+
+
 def test_after_success_lingering_tasks_are_stopped(tmp_path):
-  specs = _specs(tmp_path, until_sigterm='ps:0')
+  specs = _specs(tmp_path, until_sigterm='ps:0', wait_for='ps:0=waiting')
   code, _, log = _run(specs, finish_timeout_secs=1)
   assert code == 0, log
-  assert _records(tmp_path, 'ps:0') == ['start', 'sigterm']
+  assert _records(tmp_path, 'ps:0') == ['start', 'waiting', 'sigterm']
   assert 'tasks still running 1s after the job succeeded: ps:0; stopping them' in log
 
 
@@ -233,7 +248,7 @@ def test_sigterm_to_the_launcher_reaches_every_task_and_exits_143(tmp_path):
   process.send_signal(signal.SIGTERM)
   assert _finish(process, log_path, 60) == 143, _read(log_path)
   for task in ('chief:0', 'worker:0', 'ps:0'):
-    assert _records(tmp_path, task) == ['start', 'sigterm']
+    assert _records(tmp_path, task) == ['start', 'waiting', 'sigterm']
   log = _read(log_path)
   assert '[launch] got SIGTERM: sending SIGTERM to every task' in log
   assert '[launch] job finished with exit code 143' in log

@@ -21,7 +21,9 @@ def _write(tmp_path, **kwargs):
   assert tfjob.write_manifest(options, path) == path
   assert os.listdir(str(tmp_path)) == ['job.yaml']  # no temp file left behind
   with open(path) as f:
-    documents = list(yaml.safe_load_all(f))
+    text = f.read()
+  assert '&id' not in text and '*id' not in text  # no YAML anchors/aliases
+  documents = list(yaml.safe_load_all(text))
   assert [d['kind'] for d in documents] == ['TFJob', 'NetworkPolicy']
   return documents
 
