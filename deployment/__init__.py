@@ -18,6 +18,8 @@ Map:
   TFJob manifest; `tfjob.py`: writes (and reads) Kubeflow TFJob manifests;
   `replicas.py`: replica types, restart policies, the operator's TF_CONFIG;
   `ports.py`: free loopback ports.
+* `netns.py`: a private network of Linux network namespaces, one per task,
+  with link partitions (the multi-host test harness; benchmarks use it too).
 """
 
 from core import compat  # noqa: F401  (must run before tf_slim is used)
