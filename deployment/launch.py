@@ -35,7 +35,10 @@ to --max_backoff_secs), as long as the job has restarted fewer than
 the program's --train_dir for trainer.train, the program itself otherwise.
 `--restart_policy` sets every replica type's policy (default ExitCode),
 `--replica_restart_policy=ps=Always,...` overrides single types, and
-`--task_log_dir` also keeps each task's raw output in a file.
+`--task_log_dir` also keeps each task's raw output in a file. `--netns` puts
+every task on a "machine" of its own (a Linux network namespace with its own
+address on a private subnet, deployment/netns.py; root and iproute2 needed),
+so the job talks over a real network stack instead of 127.0.0.1.
 
 From Python (tests, benchmarks):
 
@@ -56,7 +59,6 @@ Differs on purpose:
   slimtrain's contract reads 143 as "preempted", a whole-job matter, so the
   job ends with 143 (deployment/exit_codes.is_retryable).
 * An evaluator that fails for good fails the job like any other task.
-* `--netns` (the multi-host namespace harness) is not available yet.
 """
 
 import os
@@ -71,6 +73,7 @@ from absl import app
 from absl import flags
 
 from deployment import exit_codes
+from deployment import netns
 from deployment import ports
 from deployment import replicas as replicas_lib
 
@@ -82,7 +85,30 @@ _POLL_SECS = 0.1
 # A command that cannot be started (not found, not executable): permanent,
 # the code a shell gives a command it cannot find.
 _CANNOT_START = 127
+# With --netns every task has an address of its own: all use the TFJob port.
+NETNS_PORT = 2222
 
+
+
+def netns_hosts(specs):
+  """Host names of a `netns.Network` for `specs`: '<type><index>' per task."""
+  return ['%s%d' % (spec.replica_type, i) for spec in specs for i in range(spec.replicas)]
+
+
+def netns_cluster(network, specs, port=NETNS_PORT):
+  """The TF_CONFIG cluster of `specs` at the addresses of `network`'s hosts.
+
+  Args:
+    network: a created `netns.Network` with the hosts of `netns_hosts(specs)`.
+    specs: list of `replicas.ReplicaSpec`.
+    port: the gRPC port of every task (each host has an address of its own).
+
+  Returns:
+    dict {type: ['10.213.X.Y:port', ...]}; no evaluator.
+  """
+  counts = {spec.replica_type: spec.replicas for spec in specs}
+  return {t: ['%s:%d' % (network.address('%s%d' % (t, i)), port) for i in range(counts[t])]
+          for t in replicas_lib.CLUSTER_TYPES if counts.get(t)}
 
 
 class _Task(object):
@@ -110,7 +136,7 @@ class Launcher(object):
 
   def __init__(self, specs, backoff_limit=6, backoff_secs=1.0, max_backoff_secs=60.0,
                grace_secs=30.0, finish_timeout_secs=300.0, out=None, log_dir=None,
-               cwd=None, env=None, cluster=None):
+               cwd=None, env=None, cluster=None, network=None):
     """Prepares (does not start) a job.
 
     Args:
@@ -129,6 +155,9 @@ class Launcher(object):
       env: extra environment variables for every task.
       cluster: optional {type: [addresses]} to use instead of free loopback
         ports (must match the specs' replica counts).
+      network: optional created `netns.Network` with one host per task named
+        '<type><index>' (see `netns_hosts`); each task then runs in its host's
+        namespace, at the address `netns_cluster` gives it.
 
     Raises:
       ValueError: on bad specs or numbers, naming them.
@@ -151,6 +180,7 @@ class Launcher(object):
     self._cwd = cwd
     self._env = dict(env or {})
     self._cluster = cluster
+    self._network = network
     self._success_key = replicas_lib.success_task(self._specs)
     self._write_lock = threading.Lock()
     self._stop_signal = None
@@ -198,6 +228,8 @@ class Launcher(object):
 
   def start(self):
     """Picks the addresses and starts every task (ps tasks first)."""
+    if self._cluster is None and self._network is not None:
+      self._cluster = netns_cluster(self._network, self._specs)
     if self._cluster is None:
       addresses = iter(ports.loopback_addresses(replicas_lib.num_cluster_tasks(self._specs)))
       self._cluster = replicas_lib.local_cluster(self._specs, addresses)
@@ -263,12 +295,15 @@ class Launcher(object):
       path = os.path.join(self._log_dir, '%s-%d.log' % task.key)
       log_file = open(path, 'a', encoding='utf-8')
       log_file.write('===== attempt %d =====\n' % task.attempts)
+    options = dict(cwd=self._cwd, env=self._task_env(task), stdout=subprocess.PIPE,
+                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                   start_new_session=True)  # its own process group: signals reach children
     try:
-      task.popen = subprocess.Popen(
-          task.spec.command, cwd=self._cwd, env=self._task_env(task), stdout=subprocess.PIPE,
-          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-          start_new_session=True)  # its own process group: signals reach its children too
-    except OSError as e:
+      if self._network is not None:
+        task.popen = self._network.popen('%s%d' % task.key, task.spec.command, **options)
+      else:
+        task.popen = subprocess.Popen(task.spec.command, **options)
+    except (OSError, netns.NetnsError) as e:
       if log_file:
         log_file.close()
       self.log('cannot start %s: %s: the job fails' % (task.name, e))
@@ -440,8 +475,8 @@ def define_flags():
                       'described by the flags.')
   flags.DEFINE_string('task_log_dir', None, 'Also write each task\'s output to '
                       'TASK_LOG_DIR/<type>-<index>.log.')
-  flags.DEFINE_boolean('netns', False, 'Run on the multi-host network namespace harness '
-                       '(not available in this version).')
+  flags.DEFINE_boolean('netns', False, 'Run every task in a network namespace of its own '
+                       '(deployment/netns.py; needs root and iproute2).')
 
 
 def local_command(command):
@@ -526,8 +561,8 @@ def specs_from_flags(program_args):
   return specs
 
 
-def _launcher_from_tfjob(program_args):
-  """A Launcher for the --tfjob manifest (flags only tune restarts and timeouts)."""
+def _read_tfjob(program_args):
+  """(specs, backoff limit, tfjob.TFJob) of the --tfjob manifest."""
   from deployment import tfjob  # pylint: disable=import-outside-toplevel
   if program_args:
     raise app.UsageError('--tfjob runs the manifest\'s commands; remove the program flags '
@@ -539,38 +574,51 @@ def _launcher_from_tfjob(program_args):
   specs = [s._replace(command=local_command(s.command)) for s in job.specs]
   backoff_limit = FLAGS.backoff_limit
   if job.backoff_limit is not None and not FLAGS['backoff_limit'].present:
-    backoff_limit = job.backoff_limit
-  services = tfjob.service_addresses(job)
-  addresses = iter(ports.loopback_addresses(replicas_lib.num_cluster_tasks(specs)))
-  cluster = replicas_lib.local_cluster(specs, addresses)
-  launcher = _launcher(specs, backoff_limit, cluster=cluster)
-  launcher.log('TFJob %s/%s from %s' % (job.namespace, job.name, FLAGS.tfjob))
-  for replica_type, names in services.items():
-    for name, address in zip(names, cluster[replica_type]):
-      launcher.log('service %s -> %s' % (name, address))
-  return launcher
+    backoff_limit = job.backoff_limit  # the flag, when given, wins over the manifest
+  return specs, backoff_limit, job
 
 
-def _launcher(specs, backoff_limit, cluster=None):
+def _run_job(specs, backoff_limit, job=None, network=None):
+  """Runs the job (on `network` when given); returns the launcher's exit code."""
+  if network is not None:
+    cluster = netns_cluster(network, specs)
+  else:
+    addresses = iter(ports.loopback_addresses(replicas_lib.num_cluster_tasks(specs)))
+    cluster = replicas_lib.local_cluster(specs, addresses)
   try:
-    return Launcher(specs, backoff_limit=backoff_limit, backoff_secs=FLAGS.backoff_secs,
-                    max_backoff_secs=FLAGS.max_backoff_secs, grace_secs=FLAGS.grace_secs,
-                    finish_timeout_secs=FLAGS.finish_timeout_secs, log_dir=FLAGS.task_log_dir,
-                    cluster=cluster)
+    launcher = Launcher(specs, backoff_limit=backoff_limit, backoff_secs=FLAGS.backoff_secs,
+                        max_backoff_secs=FLAGS.max_backoff_secs, grace_secs=FLAGS.grace_secs,
+                        finish_timeout_secs=FLAGS.finish_timeout_secs,
+                        log_dir=FLAGS.task_log_dir, cluster=cluster, network=network)
   except ValueError as e:
     raise app.UsageError(str(e)) from None
+  if job is not None:
+    from deployment import tfjob  # pylint: disable=import-outside-toplevel
+    launcher.log('TFJob %s/%s from %s' % (job.namespace, job.name, FLAGS.tfjob))
+    for replica_type, names in tfjob.service_addresses(job).items():
+      for name, address in zip(names, cluster[replica_type]):
+        launcher.log('service %s -> %s' % (name, address))
+  return launcher.run()
 
 
 def main(argv):
   program_args = argv[1:]
-  if FLAGS.netns:
-    raise app.UsageError('--netns is not available in this version: deployment/netns.py '
-                         '(the namespace harness) is not part of it')
   if FLAGS.tfjob:
-    launcher = _launcher_from_tfjob(program_args)
+    specs, backoff_limit, job = _read_tfjob(program_args)
   else:
-    launcher = _launcher(specs_from_flags(program_args), FLAGS.backoff_limit)
-  sys.exit(launcher.run())
+    specs, backoff_limit, job = specs_from_flags(program_args), FLAGS.backoff_limit, None
+  if not FLAGS.netns:
+    sys.exit(_run_job(specs, backoff_limit, job))
+  reason = netns.unavailable_reason()
+  if reason:
+    raise app.UsageError('--netns: %s' % reason)
+  try:
+    replicas_lib.check_specs(specs)
+  except ValueError as e:
+    raise app.UsageError(str(e)) from None
+  with netns.Network(netns_hosts([s for s in specs if s.replicas])) as network:
+    code = _run_job(specs, backoff_limit, job, network)
+  sys.exit(code)
 
 
 if __name__ == '__main__':

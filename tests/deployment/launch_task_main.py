@@ -82,6 +82,7 @@ def main():
   attempt = lines.count('start')
   print('TF_CONFIG=%s' % os.environ.get('TF_CONFIG'), flush=True)
   print('attempt %d of %s' % (attempt, task), flush=True)
+  print('network namespace %s' % os.readlink('/proc/self/ns/net'), flush=True)
   if task in re.split('[,;]', args.ignore_sigterm):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _record(args.record_dir, task, 'ignoring')

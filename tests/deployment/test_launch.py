@@ -208,6 +208,30 @@ def test_evaluator_command_follows_the_program():
   assert launch.local_command(['/usr/bin/env', 'python']) == ['/usr/bin/env', 'python']
 
 
+def test_netns_puts_every_task_on_its_own_host(tmp_path, netns_network):
+  specs = _specs(tmp_path, workers=2, chief_args=['--wait_for_exits=worker:1=2'],
+                 exit_codes='worker:1=129')
+  specs.append(replicas.ReplicaSpec('evaluator', 1, specs[0].command[:4]))
+  network = netns_network(launch.netns_hosts(specs))
+  code, launcher, log = _run(specs, network=network)
+  assert code == 0, log
+  cluster = launcher.cluster
+  assert cluster == {
+      'chief': ['%s:2222' % network.address('chief0')],
+      'worker': ['%s:2222' % network.address('worker%d' % i) for i in (0, 1)],
+      'ps': ['%s:2222' % network.address('ps0')]}
+  assert all(a.startswith('10.213.') for job in cluster.values() for a in job)
+  namespaces = dict(re.findall(r'^\[(\w+:\d)\] network namespace (\S+)$', log, re.M))
+  assert sorted(namespaces) == ['chief:0', 'evaluator:0', 'ps:0', 'worker:0', 'worker:1'], log
+  # Five tasks, five network stacks, none of them this process's.
+  assert len(set(namespaces.values())) == 5
+  assert os.readlink('/proc/self/ns/net') not in namespaces.values()
+  # A restarted task comes back on its own host.
+  assert launcher.restarts == 1 and _records(tmp_path, 'worker:1') == [
+      'start', 'exit 129', 'start', 'exit 0']
+  assert len(set(re.findall(r'^\[worker:1\] network namespace (\S+)$', log, re.M))) == 1
+
+
 def _start_cli(tmp_path, args, name='launch'):
   """Starts `python -m deployment.launch args` with its output in a file."""
   log_path = str(tmp_path / ('%s.out' % name))
@@ -259,7 +283,6 @@ def test_sigterm_to_the_launcher_reaches_every_task_and_exits_143(tmp_path):
     (['--nochief', '--workers=0'], '--nochief needs --workers >= 1'),
     (['--restart_policy=Sometimes'], "'Sometimes' for \\w+ is not one of"),
     (['--replica_restart_policy=trainer=Never'], "'trainer=Never' is not TYPE=POLICY"),
-    (['--netns'], '--netns is not available in this version'),
     (['--evaluator'], '--evaluator with --module=trainer.train needs --train_dir'),
     (['--tfjob=/nonexistent/job.yaml'], '--tfjob: .*nonexistent/job.yaml'),
 ])
