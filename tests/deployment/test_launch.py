@@ -62,9 +62,14 @@ def _records(record_dir, task):
 def test_retryable_exit_is_restarted_with_exponential_backoff(tmp_path):
   specs = _specs(tmp_path, exit_codes='worker:0=129,129', chief_args=[
       '--wait_for_exits=worker:0=3'])
-  code, launcher, log = _run(specs)
+  code, launcher, log = _run(specs, log_dir=str(tmp_path / 'logs'))
   assert code == 0, log
   assert _records(tmp_path, 'worker:0') == ['start', 'exit 129'] * 2 + ['start', 'exit 0']
+  # --task_log_dir: each task's raw output, every attempt under its own header.
+  with open(str(tmp_path / 'logs' / 'worker-0.log')) as f:
+    raw = f.read()
+  assert raw.count('===== attempt ') == 3 and 'attempt 3 of worker:0' in raw
+  assert not any(line.startswith('[') for line in raw.splitlines())
   assert launcher.restarts == 2
   assert ('[launch] worker:0 exited with code 129; restart policy ExitCode: restarting in '
           '0.1s (restart 2 of at most 6 in the job)') in log, log
