@@ -39,6 +39,8 @@ setup(
         'pycocotools',
         # Class names and scores drawn on the evaluator's and the demo's pictures.
         'Pillow',
+        # deployment/tfjob.py writes and reads Kubernetes manifests.
+        'pyyaml',
     ],
     extras_require={
         # grpcio-tools: the Makefile recompiles protos in place for the editable checkout.

@@ -19,6 +19,11 @@ Map:
   `train_and_evaluate`) send to the ps tasks.
 * `sync_replicas.py`: a `SyncReplicasOptimizer` whose chief stops cleanly
   after the last step and releases the workers.
+* `launch.py`: `python -m deployment.launch`, a whole cluster as local
+  processes (restart policies, merged log, SIGTERM forwarding), also from a
+  TFJob manifest; `tfjob.py`: writes (and reads) Kubeflow TFJob manifests;
+  `replicas.py`: replica types, restart policies, the operator's TF_CONFIG;
+  `ports.py`: free loopback ports.
 * `netns.py`: a private network of Linux network namespaces, one per task,
   with link partitions (the multi-host test harness; benchmarks use it too).
 """

@@ -1,28 +1,15 @@
 """Small helpers shared by tests: free loopback ports, virtual CPU devices."""
 
 import contextlib
-import socket
 
 import tensorflow as tf
 
+from deployment import ports
+
 
 def pick_unused_ports(count):
-  """Returns `count` distinct TCP ports that are free on 127.0.0.1 now.
-
-  The sockets are held open until all ports are chosen so that the same port
-  is never returned twice; another process may still take one afterwards,
-  which tests accept as a (rare) flake rather than hard-coding ports.
-  """
-  sockets = []
-  try:
-    for _ in range(count):
-      s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-      s.bind(('127.0.0.1', 0))
-      sockets.append(s)
-    return [s.getsockname()[1] for s in sockets]
-  finally:
-    for s in sockets:
-      s.close()
+  """Returns `count` distinct TCP ports free on 127.0.0.1 now (see deployment/ports.py)."""
+  return ports.pick_unused_ports(count)
 
 
 def session_config(num_cpus=1, intra_op_threads=0, inter_op_threads=0):

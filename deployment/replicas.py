@@ -1,0 +1,159 @@
+"""Replica types, restart policies and TF_CONFIG of a job, shared by launch.py and tfjob.py.
+
+A distributed job is a few replica types (Kubeflow's TFJob calls them
+`tfReplicaSpecs`), each with a number of identical tasks, a command and a
+restart policy:
+
+    from deployment import replicas
+
+    specs = [
+        replicas.ReplicaSpec('chief', 1, ['python', '-m', 'trainer.train', ...]),
+        replicas.ReplicaSpec('worker', 2, [...], restart_policy='ExitCode'),
+        replicas.ReplicaSpec('ps', 1, [...]),
+    ]
+    cluster = replicas.local_cluster(specs)        # {'chief': ['127.0.0.1:4321'], ...}
+    os.environ['TF_CONFIG'] = replicas.tf_config(cluster, 'worker', 1)
+
+`tf_config` writes what the Kubeflow training operator injects into a pod:
+the cluster (every type except the evaluator), the task (type lowercased,
+index) and `"environment": "cloud"`. `deployment/cluster.py` reads it.
+
+Restart policies are TFJob's (`should_restart` decides one exit):
+
+| policy    | a task that exits with code c is restarted when            |
+| --------- | ---------------------------------------------------------- |
+| Never     | never                                                      |
+| OnFailure | c != 0                                                     |
+| ExitCode  | c is retryable: 128-255 other than 143 (exit_codes.py)     |
+| Always    | always (also after exit 0)                                 |
+"""
+
+import collections
+import json
+
+from deployment import exit_codes
+
+NEVER = 'Never'
+ON_FAILURE = 'OnFailure'
+EXIT_CODE = 'ExitCode'
+ALWAYS = 'Always'
+RESTART_POLICIES = (NEVER, ON_FAILURE, EXIT_CODE, ALWAYS)
+
+# Replica types in the order tasks start: ps first, so that training tasks
+# find their parameter servers sooner; the evaluator last.
+REPLICA_TYPES = ('ps', 'chief', 'master', 'worker', 'evaluator')
+# The evaluator is not part of the training cluster (TF_CONFIG leaves it out).
+CLUSTER_TYPES = ('chief', 'master', 'worker', 'ps')
+
+
+class ReplicaSpec(collections.namedtuple(
+    'ReplicaSpec', ['replica_type', 'replicas', 'command', 'env', 'restart_policy'])):
+  """One replica type of a job.
+
+  Fields:
+    replica_type: 'chief', 'master', 'worker', 'ps' or 'evaluator'.
+    replicas: number of tasks of this type.
+    command: argv list every task of this type runs.
+    env: dict of extra environment variables for these tasks.
+    restart_policy: one of RESTART_POLICIES.
+  """
+
+  def __new__(cls, replica_type, replicas, command, env=None, restart_policy=EXIT_CODE):
+    return super().__new__(cls, replica_type, replicas, list(command), dict(env or {}),
+                           restart_policy)
+
+
+def check_specs(specs, source='replica specs'):
+  """Validates a job's replica specs.
+
+  Args:
+    specs: list of `ReplicaSpec`.
+    source: what to name in errors (a flag, a manifest file).
+
+  Raises:
+    ValueError: naming the replica type and what is wrong.
+  """
+  seen = set()
+  for spec in specs:
+    where = '%s: replica type %r' % (source, spec.replica_type)
+    if spec.replica_type not in REPLICA_TYPES:
+      raise ValueError('%s is unknown; expected one of %s' % (where, ', '.join(REPLICA_TYPES)))
+    if spec.replica_type in seen:
+      raise ValueError('%s is given twice' % where)
+    seen.add(spec.replica_type)
+    if isinstance(spec.replicas, bool) or not isinstance(spec.replicas, int) or (
+        spec.replicas < 0):
+      raise ValueError('%s: replicas must be an integer >= 0, got %r' % (where, spec.replicas))
+    if spec.replica_type in ('chief', 'master', 'evaluator') and spec.replicas > 1:
+      raise ValueError('%s: replicas must be 0 or 1, got %d' % (where, spec.replicas))
+    if spec.restart_policy not in RESTART_POLICIES:
+      raise ValueError('%s: restart policy must be one of %s, got %r' % (
+          where, ', '.join(RESTART_POLICIES), spec.restart_policy))
+    if spec.replicas and not spec.command:
+      raise ValueError('%s has no command to run' % where)
+  counts = {spec.replica_type: spec.replicas for spec in specs}
+  if counts.get('chief') and counts.get('master'):
+    raise ValueError('%s: a job has a chief or a master, not both' % source)
+  if not any(counts.get(t) for t in ('chief', 'master', 'worker')):
+    raise ValueError('%s: a job needs at least one chief, master or worker task' % source)
+
+
+def should_restart(restart_policy, exit_code):
+  """Whether a task that exited with `exit_code` is restarted under `restart_policy`.
+
+  Args:
+    restart_policy: one of RESTART_POLICIES.
+    exit_code: the exit code (subprocess's -N for signal N is accepted).
+
+  Returns:
+    A bool.
+  """
+  code = exit_codes.normalize(exit_code)
+  if restart_policy == ALWAYS:
+    return True
+  if restart_policy == ON_FAILURE:
+    return code != 0
+  if restart_policy == EXIT_CODE:
+    return exit_codes.is_retryable(code)
+  return False
+
+
+def success_task(specs):
+  """(type, index) of the task whose exit 0 means the job succeeded.
+
+  The chief (or master) when there is one, otherwise worker 0 -- the same
+  task `ClusterConfig.is_chief` names.
+  """
+  counts = {spec.replica_type: spec.replicas for spec in specs}
+  for replica_type in ('chief', 'master'):
+    if counts.get(replica_type):
+      return replica_type, 0
+  return 'worker', 0
+
+
+def local_cluster(specs, addresses):
+  """The TF_CONFIG cluster of `specs` on the given addresses.
+
+  Args:
+    specs: list of `ReplicaSpec`.
+    addresses: iterator of 'host:port' strings, one taken per cluster task
+      (e.g. iter(ports.loopback_addresses(n))).
+
+  Returns:
+    dict {type: ['host:port', ...]} in CLUSTER_TYPES order; no evaluator.
+  """
+  counts = {spec.replica_type: spec.replicas for spec in specs}
+  return {replica_type: [next(addresses) for _ in range(counts[replica_type])]
+          for replica_type in CLUSTER_TYPES if counts.get(replica_type)}
+
+
+def num_cluster_tasks(specs):
+  """How many tasks of `specs` need an address (all but the evaluator)."""
+  return sum(spec.replicas for spec in specs if spec.replica_type in CLUSTER_TYPES)
+
+
+def tf_config(cluster, task_type, task_index):
+  """The TF_CONFIG JSON of one task, shaped like the training operator's."""
+  return json.dumps({'cluster': cluster,
+                     'task': {'type': task_type.lower(), 'index': task_index},
+                     'environment': 'cloud'}, sort_keys=True)

@@ -1,0 +1,241 @@
+"""TFJob + NetworkPolicy manifests (deployment/tfjob.py): written field by field, read back."""
+
+import os
+import sys
+import textwrap
+
+import pytest
+import yaml
+
+from deployment import replicas
+from deployment import tfjob
+
+_CONFIG = '/app/configs/ssd_shapes.config'
+
+
+def _write(tmp_path, **kwargs):
+  """Writes a manifest; returns (tfjob document, network policy document)."""
+  options = tfjob.job_options('shapes', 'registry.example.com/slimtrain:0.1', _CONFIG,
+                              kwargs.pop('output_dir', 'gs://bucket/shapes/train'), **kwargs)
+  path = str(tmp_path / 'job.yaml')
+  assert tfjob.write_manifest(options, path) == path
+  assert os.listdir(str(tmp_path)) == ['job.yaml']  # no temp file left behind
+  with open(path) as f:
+    text = f.read()
+  assert '&id' not in text and '*id' not in text  # no YAML anchors/aliases
+  documents = list(yaml.safe_load_all(text))
+  assert [d['kind'] for d in documents] == ['TFJob', 'NetworkPolicy']
+  return documents
+
+
+def _container(job, manifest_type):
+  containers = job['spec']['tfReplicaSpecs'][manifest_type]['template']['spec']['containers']
+  assert len(containers) == 1
+  return containers[0]
+
+
+def test_trainer_train_job_field_by_field(tmp_path):
+  job, policy = _write(tmp_path, namespace='ml', workers=2, ps=1, gpus_per_worker=2,
+                       cpu='4', memory='16Gi', backoff_limit=3,
+                       env={'GOOGLE_APPLICATION_CREDENTIALS': '/secrets/key.json'},
+                       program_args=['--num_train_steps=2000'])
+  assert job['apiVersion'] == 'kubeflow.org/v1'
+  assert job['metadata'] == {'name': 'shapes', 'namespace': 'ml'}
+  assert job['spec']['runPolicy'] == {'backoffLimit': 3, 'cleanPodPolicy': 'Running'}
+  specs = job['spec']['tfReplicaSpecs']
+  assert list(specs) == ['Chief', 'Worker', 'PS', 'Evaluator']
+  assert {t: s['replicas'] for t, s in specs.items()} == {
+      'Chief': 1, 'Worker': 2, 'PS': 1, 'Evaluator': 1}
+  assert {s['restartPolicy'] for s in specs.values()} == {'ExitCode'}
+  train_args = ['--pipeline_config_path=' + _CONFIG, '--train_dir=gs://bucket/shapes/train',
+                '--num_clones=2', '--alsologtostderr', '--num_train_steps=2000']
+  for manifest_type in ('Chief', 'Worker'):
+    container = _container(job, manifest_type)
+    assert container['name'] == 'tensorflow'
+    assert container['image'] == 'registry.example.com/slimtrain:0.1'
+    assert container['command'] == ['python', '-m', 'trainer.train']
+    assert container['args'] == train_args
+    assert container['resources'] == {'requests': {'cpu': '4', 'memory': '16Gi'},
+                                      'limits': {'nvidia.com/gpu': 2}}
+  ps = _container(job, 'PS')
+  assert ps['command'] == ['python', '-m', 'trainer.train']
+  assert ps['args'] == [a for a in train_args if a != '--num_clones=2']
+  assert ps['resources'] == {'requests': {'cpu': '4', 'memory': '16Gi'}}
+  evaluator = _container(job, 'Evaluator')
+  assert evaluator['command'] == ['python', '-m', 'trainer.eval']
+  assert evaluator['args'] == ['--pipeline_config_path=' + _CONFIG,
+                               '--checkpoint_dir=gs://bucket/shapes/train',
+                               '--eval_dir=gs://bucket/shapes/train/eval', '--alsologtostderr']
+  for manifest_type in specs:
+    container = _container(job, manifest_type)
+    assert container['ports'] == [{'name': 'tfjob-port', 'containerPort': 2222}]
+    assert container['env'] == [{'name': 'GOOGLE_APPLICATION_CREDENTIALS',
+                                 'value': '/secrets/key.json'}]
+
+  assert policy['apiVersion'] == 'networking.k8s.io/v1'
+  assert policy['metadata'] == {'name': 'shapes-grpc', 'namespace': 'ml'}
+  same_job = {'matchLabels': {'training.kubeflow.org/job-name': 'shapes'}}
+  assert policy['spec'] == {'podSelector': same_job, 'policyTypes': ['Ingress'],
+                            'ingress': [{'from': [{'podSelector': same_job}],
+                                         'ports': [{'protocol': 'TCP', 'port': 2222}]}]}
+
+
+def test_model_main_job_without_chief_and_gpus(tmp_path):
+  job, _ = _write(tmp_path, program='trainer.model_main', output_dir='/mnt/model',
+                  chief=False, workers=3, ps=2, evaluator=True, port=2345)
+  specs = job['spec']['tfReplicaSpecs']
+  assert list(specs) == ['Worker', 'PS', 'Evaluator']
+  assert (specs['Worker']['replicas'], specs['PS']['replicas']) == (3, 2)
+  args = ['--pipeline_config_path=' + _CONFIG, '--model_dir=/mnt/model', '--alsologtostderr']
+  for manifest_type in specs:  # the evaluator is model_main's evaluator role
+    container = _container(job, manifest_type)
+    assert container['command'] == ['python', '-m', 'trainer.model_main']
+    assert container['args'] == args
+    assert 'resources' not in container and 'env' not in container
+    assert container['ports'] == [{'name': 'tfjob-port', 'containerPort': 2345}]
+
+
+@pytest.mark.parametrize('kwargs, message', [
+    (dict(job_name='Shapes_1'), '--job_name: value must be a DNS label'),
+    (dict(namespace='ML'), '--namespace: value must be a DNS label'),
+    (dict(image=''), '--image: value is required'),
+    (dict(pipeline_config_path=''), '--pipeline_config_path: value is required'),
+    (dict(output_dir=''), '--train_dir: value is required with --program=trainer.train'),
+    (dict(output_dir='', program='trainer.model_main'), '--model_dir: value is required'),
+    (dict(program='trainer.eval'), '--program: value must be one of'),
+    (dict(workers=-1), '--workers: value must be >= 0'),
+    (dict(chief=False, workers=0), '--workers: value must be >= 1 with --nochief'),
+    (dict(gpus_per_worker=-2), '--gpus_per_worker: value must be >= 0'),
+    (dict(cpu='four'), "--cpu: value must be a Kubernetes quantity like 4, 500m or 16Gi, "
+     "got 'four'"),
+    (dict(memory='16GB'), '--memory: value must be a Kubernetes quantity'),
+    (dict(port=70000), '--port: value must be 1..65535'),
+    (dict(restart_policy='Sometimes'), '--restart_policy: value must be one of'),
+    (dict(backoff_limit=-1), '--backoff_limit: value must be >= 0'),
+])
+def test_bad_options_name_the_flag(kwargs, message):
+  base = dict(job_name='shapes', image='img', pipeline_config_path=_CONFIG,
+              output_dir='/tmp/train')
+  base.update(kwargs)
+  options = tfjob.job_options(base.pop('job_name'), base.pop('image'),
+                              base.pop('pipeline_config_path'), base.pop('output_dir'), **base)
+  with pytest.raises(ValueError, match=message):
+    tfjob.manifest_text(options)
+
+
+def test_generated_manifest_reads_back_as_replica_specs(tmp_path):
+  options = tfjob.job_options('shapes', 'img', _CONFIG, '/tmp/train', namespace='ml',
+                              workers=2, backoff_limit=4, restart_policy='OnFailure')
+  path = tfjob.write_manifest(options, str(tmp_path / 'job.yaml'))
+  job = tfjob.read_tfjob(path)
+  assert (job.name, job.namespace, job.backoff_limit, job.port) == ('shapes', 'ml', 4, 2222)
+  by_type = {spec.replica_type: spec for spec in job.specs}
+  assert sorted(by_type) == ['chief', 'evaluator', 'ps', 'worker']
+  assert by_type['worker'].replicas == 2
+  assert by_type['worker'].command == ['python', '-m', 'trainer.train',
+                                       '--pipeline_config_path=' + _CONFIG,
+                                       '--train_dir=/tmp/train', '--alsologtostderr']
+  assert by_type['evaluator'].command[:3] == ['python', '-m', 'trainer.eval']
+  assert {s.restart_policy for s in job.specs} == {'OnFailure'}
+  assert tfjob.service_addresses(job) == {
+      'chief': ['shapes-chief-0.ml.svc:2222'],
+      'worker': ['shapes-worker-0.ml.svc:2222', 'shapes-worker-1.ml.svc:2222'],
+      'ps': ['shapes-ps-0.ml.svc:2222']}  # the evaluator is not in the cluster
+
+
+_HAND_WRITTEN = """\
+apiVersion: v1
+kind: Service
+metadata: {name: unrelated}
+---
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: legacy}
+spec:
+  backoffLimit: 2
+  tfReplicaSpecs:
+    Master:
+      template:
+        spec:
+          containers:
+          - name: sidecar
+            image: busybox
+            command: [sleep, "1000"]
+          - name: tensorflow
+            image: img
+            command: [python3, -m, trainer.train]
+            args: [--train_dir=/tmp/t]
+            env:
+            - {name: A, value: "1"}
+            - name: SECRET
+              valueFrom: {secretKeyRef: {name: s, key: k}}
+    Worker:
+      replicas: 2
+      restartPolicy: ExitCode
+      template:
+        spec:
+          containers:
+          - name: tensorflow
+            image: img
+            command: [python3, -m, trainer.train]
+"""
+
+
+def test_hand_written_operator_manifest(tmp_path):
+  path = tmp_path / 'job.yaml'
+  path.write_text(_HAND_WRITTEN)
+  job = tfjob.read_tfjob(str(path))
+  assert (job.name, job.namespace, job.backoff_limit) == ('legacy', 'default', 2)
+  master, worker = job.specs
+  # Defaults of the operator: one replica, restartPolicy Never.
+  assert master == replicas.ReplicaSpec('master', 1, ['python3', '-m', 'trainer.train',
+                                                      '--train_dir=/tmp/t'], {'A': '1'},
+                                        'Never')
+  assert (worker.replicas, worker.restart_policy) == (2, 'ExitCode')
+  assert tfjob.service_addresses(job) == {
+      'master': ['legacy-master-0.default.svc:2222'],
+      'worker': ['legacy-worker-0.default.svc:2222', 'legacy-worker-1.default.svc:2222']}
+
+
+@pytest.mark.parametrize('edit, message', [
+    (lambda m: m.update(apiVersion='kubeflow.org/v1beta2'), 'apiVersion must be kubeflow.org/v1'),
+    (lambda m: m['metadata'].pop('name'), 'metadata.name must be set'),
+    (lambda m: m['spec'].pop('tfReplicaSpecs'), 'spec.tfReplicaSpecs must describe at least'),
+    (lambda m: m['spec']['tfReplicaSpecs'].update(Trainer={}),
+     'spec.tfReplicaSpecs.Trainer is not a TFJob replica type'),
+    (lambda m: m['spec']['tfReplicaSpecs']['Worker'].update(replicas='two'),
+     "spec.tfReplicaSpecs.Worker.replicas must be an integer, got 'two'"),
+    (lambda m: m['spec']['tfReplicaSpecs']['Worker'].update(restartPolicy='Sometimes'),
+     'spec.tfReplicaSpecs.Worker.restartPolicy must be one of'),
+    (lambda m: m['spec']['tfReplicaSpecs']['Worker']['template']['spec']['containers'][0].pop(
+        'command'), r'Worker.template.spec.containers\[tensorflow\].command must list the '
+     'program'),
+    (lambda m: m['spec']['tfReplicaSpecs']['Worker']['template']['spec'].update(containers=[]),
+     'Worker.template.spec.containers must list at least one container'),
+    (lambda m: m['spec']['tfReplicaSpecs']['Master'].update(replicas=2),
+     "replica type 'master': replicas must be 0 or 1"),
+    (lambda m: m['spec'].update(runPolicy={'backoffLimit': -1}),
+     'spec.runPolicy.backoffLimit must be >= 0'),
+])
+def test_bad_manifests_name_the_key(edit, message):
+  manifest = list(yaml.safe_load_all(_HAND_WRITTEN))[1]
+  edit(manifest)
+  with pytest.raises(ValueError, match=message):
+    tfjob.parse_tfjob(manifest, source='job.yaml')
+
+
+def test_files_with_no_or_two_tfjobs_are_rejected(tmp_path):
+  path = tmp_path / 'job.yaml'
+  path.write_text('kind: Service\n')
+  with pytest.raises(ValueError, match='must hold exactly one document of kind TFJob, found 0'):
+    tfjob.read_tfjob(str(path))
+  path.write_text(textwrap.dedent(_HAND_WRITTEN) + '---\n' + _HAND_WRITTEN.split('---\n')[1])
+  with pytest.raises(ValueError, match='found 2'):
+    tfjob.read_tfjob(str(path))
+  path.write_text('a: [b\n')
+  with pytest.raises(ValueError, match='is not valid YAML'):
+    tfjob.read_tfjob(str(path))
+
+
+if __name__ == '__main__':
+  sys.exit(pytest.main([__file__, '-q']))
