@@ -425,9 +425,9 @@ def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
       update_op = tf.group(*update_ops, name='update_barrier')
       with tf.control_dependencies([update_op]):
         train_tensor = tf.identity(total_loss, name='train_op')
-      with tf.control_dependencies([train_tensor]):
-        step_after_update = tf.identity(global_step.read_value(),
-                                        name='global_step_after_update')
+      with tf.control_dependencies([train_tensor]), tf.compat.v1.name_scope(
+          'global_step_after_update'):
+        step_after_update = global_step.read_value()  # already a read + identity
 
     for model_var in slim.get_model_variables():
       summaries.add(tf.compat.v1.summary.histogram(
