@@ -64,8 +64,8 @@ flags.DEFINE_integer('warmup', 10, 'Untimed warm-up steps per repeat (>= 10).')
 flags.DEFINE_integer('steps', 100, 'Timed steps per repeat (>= 100).')
 flags.DEFINE_integer('repeats', 5, 'Repeats per variant (>= 5).')
 flags.DEFINE_list('variants', ['a', 'c', 'b', 'c_data', 'd'],
-                  'Variants to time: a, c, b, c_data (that is c\'), d; a ratio is printed '
-                  'when both of its variants ran.')
+                  'Variants to time: a, a_nocheck (a without the gradient-norm check), c, b, '
+                  'c_data (that is c\'), d; a ratio is printed when both of its variants ran.')
 flags.DEFINE_bool('profile', False, 'Trace --steps steps of (a), (c), (b), (c\') instead of '
                   'timing, and print what each step runs.')
 FLAGS = flags.FLAGS
@@ -80,6 +80,7 @@ ESTIMATOR_GOAL = 0.95
 NUMERICS_SCOPE = 'check_gradient_norm/'
 LABELS = {
     'a': '(a) trainer.train',
+    'a_nocheck': "(a') trainer.train, check_gradient_norm off",
     'c': '(c) Session loop, BatchQueue',
     'b': '(b) Estimator.train',
     'c_data': "(c') Session loop, tf.data",
@@ -181,7 +182,7 @@ def writes_in_window(log_dir, start, end):
   return summaries, checkpoints
 
 
-def _train_config(spec):
+def _train_config(spec, check_gradient_norm=True):
   from google.protobuf import text_format  # noqa: PLC0415
   from protos import train_pb2  # noqa: PLC0415
   config = text_format.Parse("""
@@ -193,6 +194,7 @@ def _train_config(spec):
   config.batch_size = spec.batch_size
   config.num_steps = spec.warmup + spec.steps
   config.num_batch_queue_threads = spec.threads
+  config.check_gradient_norm = check_gradient_norm
   return config
 
 
@@ -210,8 +212,12 @@ def _train_op(model, images, labels):
   return total_loss, train_op
 
 
-def run_trainer(spec, tracer=None):
-  """(a): trainer.train; images/sec from per-step timestamps (or traced steps)."""
+def run_trainer(spec, tracer=None, check_gradient_norm=True, name='a'):
+  """(a): trainer.train; images/sec from per-step timestamps (or traced steps).
+
+  With check_gradient_norm=False it is (a'): the same without the global
+  gradient-norm check, to price that check on its own.
+  """
   from trainer import trainer  # noqa: PLC0415
   from trainer import training_loop  # noqa: PLC0415
   stamps, wall_stamps = [], []
@@ -232,12 +238,13 @@ def run_trainer(spec, tracer=None):
   training_loop.TrainStepRunner = StampedRunner
   try:
     with tempfile.TemporaryDirectory() as train_dir:
-      trainer.train(spec.tensor_dict, spec.model, _train_config(spec), master='', task=0,
+      trainer.train(spec.tensor_dict, spec.model, _train_config(spec, check_gradient_norm),
+                    master='', task=0,
                     num_clones=1, worker_replicas=1, clone_on_cpu=True, ps_tasks=0,
                     worker_job_name='worker', is_chief=True, train_dir=train_dir,
                     session_config_override=spec.session_config())
       if tracer is None:
-        spec.window_writes['a'].append(
+        spec.window_writes[name].append(
             writes_in_window(train_dir, wall_stamps[spec.warmup], wall_stamps[-1]))
   finally:
     training_loop.TrainStepRunner = base
@@ -386,7 +393,7 @@ def run_keras(spec):
 
 def _print_window_writes(spec, results, out):
   """Says what (a) and (b) wrote inside their timed windows; the bare loops write nothing."""
-  for name in ('a', 'b'):
+  for name in ('a', 'a_nocheck', 'b'):
     if name in results:
       writes = spec.window_writes[name]
       print('inside the timed window %s wrote (summary events, checkpoints) per repeat: %s'
@@ -408,7 +415,10 @@ def run_benchmark(spec, repeats, selected=tuple(LABELS), out=sys.stdout):
     dict {variant: [images/sec per repeat]} plus 'ratios': {name: value}.
   """
   have_estimator = estimator_module() is not None
-  runners = {'a': run_trainer, 'c': run_session_queue,
+  runners = {'a': run_trainer,
+             'a_nocheck': lambda spec: run_trainer(spec, check_gradient_norm=False,
+                                                   name='a_nocheck'),
+             'c': run_session_queue,
              'b': run_estimator if have_estimator else None,
              'c_data': run_session_dataset, 'd': run_keras}
   variants = {name: (lambda run=run: run(spec)) if run is not None else None
@@ -422,6 +432,8 @@ def run_benchmark(spec, repeats, selected=tuple(LABELS), out=sys.stdout):
   ratios = {}
   for key, name, num, den, goal in (
       ('a/c', '(a)/(c)', 'a', 'c', TRAINER_GOAL),
+      ('a_nocheck/c', "(a')/(c) [without the gradient-norm check]", 'a_nocheck', 'c', None),
+      ('a/a_nocheck', "(a)/(a') [price of the gradient-norm check]", 'a', 'a_nocheck', None),
       ('b/c_data', "(b)/(c')", 'b', 'c_data', ESTIMATOR_GOAL),
       ('a/d', '(a)/(d)', 'a', 'd', None),
       ('c/c_data', "(c)/(c') [BatchQueue vs tf.data input]", 'c', 'c_data', None)):
