@@ -67,6 +67,10 @@ def rate_from_stamps(stamps, warmup, items_per_step):
 def repeat_variants(variants, repeats, out=sys.stdout):
   """Runs each variant once per repeat, alternating; returns {name: [rates]}.
 
+  Odd repeats run the variants in reverse order (a b c, c b a, a b c, ...),
+  so a machine load that rises or falls during the run does not favour the
+  variant that always runs last.
+
   Args:
     variants: ordered dict {name: callable() -> rate}; a value of None marks a
       variant that is unavailable (it is skipped).
@@ -78,7 +82,8 @@ def repeat_variants(variants, repeats, out=sys.stdout):
   """
   results = {name: [] for name, fn in variants.items() if fn is not None}
   for repeat in range(repeats):
-    for name, fn in variants.items():
+    order = list(variants.items())
+    for name, fn in (order[::-1] if repeat % 2 else order):
       if fn is None:
         continue
       results[name].append(fn())
