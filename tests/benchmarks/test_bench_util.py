@@ -4,6 +4,7 @@ No timing here: the verdict rule is fed fixed rates, and the scaling model is
 checked on a tiny real graph whose variable sizes are known exactly.
 """
 
+import io
 import sys
 
 import pytest
@@ -35,6 +36,15 @@ def test_ratio_line_lists_every_repeat_and_both_spreads():
   assert 'per repeat 0.900 1.100 1.000 1.000 1.000' in line, line
   assert 'spreads 20 % / 0 %' in line, line
   assert line.endswith('goal >= 0.95: not resolved'), line
+
+
+def test_repeats_alternate_and_reverse_the_order_every_other_repeat():
+  calls = []
+  variants = {name: (lambda name=name: calls.append(name) or 1.0) for name in 'abc'}
+  variants['skipped'] = None
+  results = bench_util.repeat_variants(variants, 3, out=io.StringIO())
+  assert ''.join(calls) == 'abccbaabc'
+  assert sorted(results) == ['a', 'b', 'c']
 
 
 def test_paired_ratios_need_as_many_repeats_of_each_variant():
