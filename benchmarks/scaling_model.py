@@ -9,12 +9,14 @@ all-reduce on one machine:
 
   per step a worker pulls every trainable variable (D bytes) and pushes one
   gradient per trainable variable plus the batch-norm statistics (U bytes);
-  ps task j serves d_j of the D and u_j of the U bytes of every worker.
+  ps task j serves d_j of the D and u_j of the U bytes, and n_j of the n
+  tensors, of every worker; each tensor costs o (an RPC's fixed CPU work).
 
-  async  T = max(t_c + (D + U) / B + 2 L,  N * max_j max(d_j, u_j) / B)
-         (a worker's own transfers; or ps task j's link, shared by N workers
-         whose transfers interleave, full duplex)
-  sync   T = t_c + N * (max_j u_j + max_j d_j) / B + 4 L
+  async  T = max(t_c + (D + U) / B + n o + 2 L,
+                 N * max_j (max(d_j, u_j) / B + n_j o))
+         (a worker's own transfers; or ps task j, shared by N workers whose
+         transfers interleave, full duplex)
+  sync   T = t_c + N * ((max_j u_j + max_j d_j) / B + max_j n_j o) + 4 L
          (SyncReplicasOptimizer: all N push at once, the chief applies, all
          N pull at once; pushing and pulling do not overlap)
   all-reduce on K devices (ring):  T = t_c + 2 (K - 1) / K * G / B + 2 (K - 1) L
@@ -22,18 +24,19 @@ all-reduce on one machine:
   steps/sec (all workers) = N / T,  efficiency = t_c / T.
 
 B is the usable bandwidth (line rate x `--link_efficiency`), L a round-trip
-latency. Both phases of a worker are counted as not overlapping compute: TF's
-ps graphs read variables before the forward pass and send gradients after the
-backward pass.
+latency, o `--tensor_overhead_us`. Both phases of a worker are counted as not
+overlapping compute: TF's ps graphs read variables before the forward pass and
+send gradients after the backward pass.
 
 Check (`--check`): on this machine's loopback, real processes (one
 `tf.distribute.Server` per task, the ps/worker task programs of this file,
 timing and ports as in `benchmarks.distributed`) train the model for
-1-3 workers x 1-2 ps, async and sync; the prediction uses B and L measured on
-loopback with TF's own gRPC runtime, the measured single-process compute time,
-and, because all tasks share this machine's cores, that compute time stretched
-by max(1, workers x threads / cores). Reported: predicted vs measured
-examples/sec and whether they agree within +-20 %.
+1-3 workers x 1-2 ps, async and sync; the prediction uses B, L and o measured
+on loopback with TF's own gRPC runtime and, because all tasks share this
+machine's cores (and its other users' load), the compute time per step of N
+single-process trainers running at the same time (`--compute_only` task
+processes), measured alternating with the clusters. Reported: predicted vs
+measured examples/sec and whether they agree within +-20 %.
 
 Tables: ResNet-50 v1 (ImageNet, 1000 classes) and the shapes SSD
 (configs/ssd_shapes.config) at 8/32/128 workers on 10/25/100 Gbit links, and
@@ -73,6 +76,10 @@ flags.DEFINE_list('table_workers', ['8', '32', '128'], 'Worker counts of the tab
 flags.DEFINE_list('table_ps', ['1', '2', '4', '8', '16', '32'], 'ps counts of the tables.')
 flags.DEFINE_float('link_efficiency', 0.8, 'Share of the line rate gRPC reaches (tables).')
 flags.DEFINE_float('latency_us', 50.0, 'Round-trip latency of the tables (microseconds).')
+flags.DEFINE_float('tensor_overhead_us', 20.0, 'Fixed cost of moving one tensor between '
+                   'tasks in the tables (microseconds; --check measures it on loopback).')
+flags.DEFINE_bool('compute_only', False, 'Task process of --check: print the single-process '
+                  'rate (RATE <examples/sec>) and exit.')
 flags.DEFINE_float('resnet_compute_ms', 173.0,
                    'ResNet-50 compute time per worker step: default = batch 64 fp32 at '
                    '~370 img/s (a V100-class GPU, tf_cnn_benchmarks); set your own.')
@@ -90,10 +97,11 @@ SYNC_ROUND_TRIPS = 4
 
 
 class Shards(object):
-  """Bytes a worker pulls (down) and pushes (up) per step, per ps task."""
+  """Bytes a worker pulls (down) and pushes (up), and tensors it moves, per step and ps task."""
 
-  def __init__(self, down, up):
+  def __init__(self, down, up, tensors=None):
     self.down, self.up = list(down), list(up)
+    self.tensors = list(tensors) if tensors is not None else [0] * len(self.down)
 
   @property
   def total_down(self):
@@ -138,19 +146,21 @@ def shard_traffic(variables, num_ps, strategy='round_robin'):
   """
   from deployment import device_setters  # noqa: PLC0415
   chooser = device_setters.PSDeviceChooser('/job:ps/device:CPU:0', num_ps, strategy)
-  down, up = [0] * num_ps, [0] * num_ps
+  down, up, tensors = [0] * num_ps, [0] * num_ps, [0] * num_ps
   for node_def, size, trainable in variables:
     blank = type(node_def)()
     blank.CopyFrom(node_def)
     blank.device = ''
     task = tf.DeviceSpec.from_string(chooser.choose(blank)).task
     up[task] += size
+    tensors[task] += 1
     if trainable:
       down[task] += size
-  return Shards(down, up)
+      tensors[task] += 1
+  return Shards(down, up, tensors)
 
 
-def predict_ps(shards, compute_s, workers, bandwidth, latency_s, sync):
+def predict_ps(shards, compute_s, workers, bandwidth, latency_s, sync, tensor_s=0.0):
   """Predicted seconds per worker step for `workers` workers on `shards`.
 
   Args:
@@ -160,16 +170,19 @@ def predict_ps(shards, compute_s, workers, bandwidth, latency_s, sync):
     bandwidth: usable bytes/sec of every link (workers' and ps tasks').
     latency_s: one round trip (seconds).
     sync: SyncReplicasOptimizer (True) or async updates.
+    tensor_s: fixed cost of moving one tensor (an RPC's CPU work), seconds.
 
   Returns:
     seconds per step of one worker.
   """
+  busiest_ps = max(n * tensor_s for n in shards.tensors)
   if sync:
-    return (compute_s + workers * (max(shards.up) + max(shards.down)) / bandwidth
-            + SYNC_ROUND_TRIPS * latency_s)
+    return (compute_s + workers * ((max(shards.up) + max(shards.down)) / bandwidth
+                                   + busiest_ps) + SYNC_ROUND_TRIPS * latency_s)
   own = compute_s + (shards.total_down + shards.total_up) / bandwidth + (
-      ASYNC_ROUND_TRIPS * latency_s)
-  ps_link = workers * max(max(d, u) for d, u in zip(shards.down, shards.up)) / bandwidth
+      ASYNC_ROUND_TRIPS * latency_s) + sum(shards.tensors) * tensor_s
+  ps_link = workers * max(max(d, u) / bandwidth + n * tensor_s
+                          for d, u, n in zip(shards.down, shards.up, shards.tensors))
   return max(own, ps_link)
 
 
@@ -193,10 +206,12 @@ def print_tables(name, variables, compute_s, out=sys.stdout):
   shards = {m: shard_traffic(variables, m, FLAGS.ps_strategy) for m in ps_list}
   total = shards[ps_list[0]]
   latency = FLAGS.latency_us * 1e-6
-  print('\n%s: %.1f MB pulled + %.1f MB pushed per worker step; compute %.1f ms/step; '
-        'links at %.0f %% of line rate, %.0f us round trip; ps_strategy %s'
-        % (name, total.total_down / 1e6, total.total_up / 1e6, 1e3 * compute_s,
-           100 * FLAGS.link_efficiency, FLAGS.latency_us, FLAGS.ps_strategy), file=out)
+  print('\n%s: %.1f MB pulled + %.1f MB pushed in %d tensors per worker step; compute '
+        '%.1f ms/step; links at %.0f %% of line rate, %.0f us round trip, %.0f us per tensor; '
+        'ps_strategy %s' % (name, total.total_down / 1e6, total.total_up / 1e6,
+                            sum(total.tensors), 1e3 * compute_s, 100 * FLAGS.link_efficiency,
+                            FLAGS.latency_us, FLAGS.tensor_overhead_us, FLAGS.ps_strategy),
+        file=out)
   print('largest ps task holds (MB) for M = %s: %s' % (
       '/'.join(str(m) for m in ps_list),
       ' / '.join('%.1f' % (max(shards[m].up) / 1e6) for m in ps_list)), file=out)
@@ -207,8 +222,8 @@ def print_tables(name, variables, compute_s, out=sys.stdout):
     bandwidth = _gbit(gbps) * FLAGS.link_efficiency
     for workers in workers_list:
       for sync in (False, True):
-        steps = {m: predict_ps(shards[m], compute_s, workers, bandwidth, latency, sync)
-                 for m in ps_list}
+        steps = {m: predict_ps(shards[m], compute_s, workers, bandwidth, latency, sync,
+                               FLAGS.tensor_overhead_us * 1e-6) for m in ps_list}
         enough = [m for m in ps_list if steps[m] <= STEP_BUDGET * compute_s]
         print('| %g | %d | %s | %s | %s |' % (
             gbps, workers, 'sync' if sync else 'async',
@@ -262,12 +277,14 @@ def net_variables(net, image_size, num_classes):
   return model_variables(build)
 
 
-def measure_link(megabytes=16, repeats=10):
-  """Loopback bandwidth (bytes/sec) and round-trip latency (sec) of TF's gRPC runtime.
+def measure_link(megabytes=16, repeats=10, many=64):
+  """Loopback bandwidth (bytes/sec), round trip (sec) and per-tensor cost (sec).
 
   Two servers in this process (a ps and a worker task); the worker's session
   pulls a `megabytes` variable from the ps and pushes a tensor of that size
-  back (assign), then reads a scalar, `repeats` times each; medians.
+  back (assign), reads one scalar, and reads `many` scalars in one step,
+  `repeats` times each; medians. The per-tensor cost is the extra time of the
+  `many` reads over the one, divided by `many - 1`.
   """
   ports = distributed._free_ports(2)  # pylint: disable=protected-access
   cluster = tf.train.ClusterSpec({'ps': ['127.0.0.1:%d' % ports[0]],
@@ -280,10 +297,12 @@ def measure_link(megabytes=16, repeats=10):
     with tf.compat.v1.device('/job:ps/task:0'):
       big = tf.compat.v1.Variable(tf.zeros([elements]), name='big')
       small = tf.compat.v1.Variable(0.0, name='small')
+      scalars = [tf.compat.v1.Variable(0.0, name='scalar_%d' % i) for i in range(many)]
     with tf.compat.v1.device('/job:worker/task:0'):
       pull = tf.reduce_sum(tf.identity(big.read_value()))
       push = big.assign(tf.ones([elements]) * tf.cast(small.read_value(), tf.float32)).op
       ping = tf.identity(small.read_value())
+      ping_many = tf.add_n([tf.identity(v.read_value()) for v in scalars])
     init = tf.compat.v1.global_variables_initializer()
     with tf.compat.v1.Session(worker.target, config=config) as sess:
       sess.run(init)
@@ -296,8 +315,9 @@ def measure_link(megabytes=16, repeats=10):
           times.append(time.perf_counter() - start)
         return bench_util.median(times[1:])  # the first run sets up the call
       latency = median_secs(ping)
+      per_tensor = max(median_secs(ping_many) - latency, 0.0) / (many - 1)
       transfer = (median_secs(pull) + median_secs(push)) / 2.0 - latency
-  return elements * 4 / max(transfer, 1e-9), latency
+  return elements * 4 / max(transfer, 1e-9), latency, per_tensor
 
 
 def build_train_op(num_workers, num_ps, task, sync):
@@ -404,39 +424,75 @@ def cluster_rate(num_workers, num_ps, sync, warmup, steps, timeout):
         process.wait()
 
 
+def concurrent_compute_rate(processes, warmup, steps, timeout):
+  """Median examples/sec of one of `processes` single-process trainers run at once.
+
+  Raises:
+    RuntimeError: with the logs, when a process dies or no rate arrives in time.
+  """
+  args = ['--compute_only', '--net=' + FLAGS.net, '--image_size=%d' % FLAGS.image_size,
+          '--batch_size=%d' % FLAGS.batch_size, '--threads=%d' % FLAGS.threads,
+          '--warmup=%d' % warmup, '--steps=%d' % steps]
+  running = []
+  with tempfile.TemporaryDirectory() as log_dir:
+    try:
+      running = [_start(log_dir, 'compute%d' % i, args) for i in range(processes)]
+      deadline = time.time() + timeout
+      while time.time() < deadline:
+        rates = [distributed._RATE.findall(distributed._read(path))  # pylint: disable=protected-access
+                 for _, path in running]
+        if all(rates):
+          return bench_util.median([float(r[0]) for r in rates])
+        if any(p.poll() is not None and p.returncode for p, _ in running):
+          break
+        time.sleep(0.2)
+      raise RuntimeError('%d concurrent trainers gave no rates:\n%s' % (processes, '\n'.join(
+          distributed._read(path)[-3000:] for _, path in running)))  # pylint: disable=protected-access
+    finally:
+      for process, _ in running:
+        if process.poll() is None:
+          os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
 def check_on_loopback(configurations, warmup, steps, repeats, timeout, out=sys.stdout):
   """Predicts and measures every (workers, ps, sync) on loopback; prints the comparison.
 
   Returns:
     list of (workers, ps, sync, predicted ex/s, [measured ex/s per repeat]).
   """
-  bandwidth, latency = measure_link()
-  cores = os.cpu_count() or 1
+  bandwidth, latency, per_tensor = measure_link()
   variables = net_variables(FLAGS.net, FLAGS.image_size, distributed.NUM_CLASSES)
-  print('\nloopback: %.2f GB/s, %.0f us round trip (TF gRPC, measured); %d cores; %s %dx%d, '
-        'batch %d per worker, %d thread(s) per task; %d warm-up + %d timed steps x %d repeats'
-        % (bandwidth / 1e9, latency * 1e6, cores, FLAGS.net, FLAGS.image_size,
-           FLAGS.image_size, FLAGS.batch_size, FLAGS.threads, warmup, steps, repeats),
-        file=out, flush=True)
-  variants = {'single process': lambda: distributed.single_process_rate(warmup, steps)}
-  names = {}
+  print('\nloopback: %.2f GB/s, %.0f us round trip, %.0f us per tensor (TF gRPC, measured); '
+        '%d cores; %s %dx%d, batch %d per worker, %d thread(s) per task; %d warm-up + %d timed '
+        'steps x %d repeats' % (bandwidth / 1e9, latency * 1e6, per_tensor * 1e6,
+                                os.cpu_count() or 1, FLAGS.net, FLAGS.image_size,
+                                FLAGS.image_size, FLAGS.batch_size, FLAGS.threads, warmup,
+                                steps, repeats), file=out, flush=True)
+  variants, names = {}, {}
+  for count in sorted({workers for workers, _, _ in configurations}):
+    variants['compute, %d at once' % count] = (
+        lambda n=count: concurrent_compute_rate(n, warmup, steps, timeout))
   for workers, num_ps, sync in configurations:
     name = '%d worker(s) + %d ps, %s' % (workers, num_ps, 'sync' if sync else 'async')
     names[name] = (workers, num_ps, sync)
     variants[name] = (
         lambda w=workers, m=num_ps, s=sync: cluster_rate(w, m, s, warmup, steps, timeout))
   results = bench_util.repeat_variants(variants, repeats, out=out)
-  compute_s = FLAGS.batch_size / bench_util.median(results.pop('single process'))
-  print('single-process compute: %.2f ms/step' % (1e3 * compute_s), file=out)
+  compute_s = {}
+  for name in [n for n in results if n.startswith('compute, ')]:
+    count = int(name.split()[1])
+    compute_s[count] = FLAGS.batch_size / bench_util.median(results.pop(name))
+  print('compute per step, N trainers at once: %s' % ', '.join(
+      'N=%d %.2f ms' % (n, 1e3 * t) for n, t in sorted(compute_s.items())), file=out)
   print('| workers | ps | mode | predicted ex/s | measured ex/s (min..max) | predicted / '
         'measured | within +-20 % |', file=out)
   print('| ---: | ---: | --- | ---: | ---: | ---: | --- |', file=out)
   rows, agree = [], 0
   for name, measured in results.items():
     workers, num_ps, sync = names[name]
-    shared = compute_s * max(1.0, workers * FLAGS.threads / cores)
-    step = predict_ps(shard_traffic(variables, num_ps, FLAGS.ps_strategy), shared, workers,
-                      bandwidth, latency, sync)
+    step = predict_ps(shard_traffic(variables, num_ps, FLAGS.ps_strategy), compute_s[workers],
+                      workers, bandwidth, latency, sync, per_tensor)
     predicted = workers * FLAGS.batch_size / step
     ratio = predicted / bench_util.median(measured)
     agree += abs(ratio - 1.0) <= AGREEMENT
@@ -463,6 +519,9 @@ def main(argv):
     return
   if FLAGS.role == 'worker':
     run_worker(json.loads(FLAGS.cluster), FLAGS.task, FLAGS.sync, FLAGS.warmup, FLAGS.steps)
+    return
+  if FLAGS.compute_only:
+    print('RATE %.3f' % distributed.single_process_rate(FLAGS.warmup, FLAGS.steps), flush=True)
     return
   warmup, steps, repeats = FLAGS.warmup, FLAGS.steps, FLAGS.repeats
   configurations = [(1, 1, False), (2, 1, False), (3, 1, False), (1, 2, False),

@@ -68,12 +68,17 @@ def test_shards_follow_round_robin_placement():
   # round robin: step -> task 0, w -> task 1, moving -> task 0.
   two = scaling_model.shard_traffic(variables, 2)
   assert (two.down, two.up) == ([0, 4000], [48, 4000])
+  # A trainable variable moves twice (value and gradient), the others once.
+  assert (one.tensors, two.tensors) == ([4], [2, 2])
 
 
 def test_async_step_is_bound_by_the_worker_or_by_the_busiest_ps_link():
-  shards = scaling_model.Shards(down=[1000, 3000], up=[1000, 3000])
+  shards = scaling_model.Shards(down=[1000, 3000], up=[1000, 3000], tensors=[2, 4])
   # Worker-bound: 1 s compute + 8000 B at 1000 B/s + 2 round trips of 0.5 s.
   assert scaling_model.predict_ps(shards, 1.0, 1, 1000.0, 0.5, sync=False) == pytest.approx(10.0)
+  # Each of the 6 tensors adds 0.25 s to the worker.
+  assert scaling_model.predict_ps(shards, 1.0, 1, 1000.0, 0.5, sync=False,
+                                  tensor_s=0.25) == pytest.approx(11.5)
   # ps-bound: 10 workers x 3000 B through task 1's link.
   assert scaling_model.predict_ps(shards, 1.0, 10, 1000.0, 0.5, sync=False) == pytest.approx(30.0)
 
