@@ -6,11 +6,19 @@ spread (min..max) over the repeats, with the variants of one benchmark
 alternating inside each repeat so that a change in machine load hits them all
 alike.
 
-    rates = bench_util.repeat_variants({'a': run_a, 'c': run_c}, repeats=3)
+    rates = bench_util.repeat_variants({'a': run_a, 'c': run_c}, repeats=5)
     bench_util.print_table('overhead', rates, unit='img/s')
     print(bench_util.ratio_line('a/c', rates['a'], rates['c'], goal=0.95))
 
 `run_a` etc. take no argument and return one rate (items/sec).
+
+A goal is called met or missed only when the data resolve it (`verdict`):
+the repeats pair up (repeat i of a with repeat i of c, measured back to back),
+and only when every paired ratio lies on the same side of the goal, over at
+least MIN_REPEATS_TO_RESOLVE repeats, is the result "met" or "missed";
+otherwise it is "not resolved" and the line shows the range of the paired
+ratios and each variant's spread. A median ratio alone never decides: on a
+shared machine the run-to-run spread is often larger than the gap measured.
 """
 
 import statistics
@@ -59,6 +67,10 @@ def rate_from_stamps(stamps, warmup, items_per_step):
 def repeat_variants(variants, repeats, out=sys.stdout):
   """Runs each variant once per repeat, alternating; returns {name: [rates]}.
 
+  Odd repeats run the variants in reverse order (a b c, c b a, a b c, ...),
+  so a machine load that rises or falls during the run does not favour the
+  variant that always runs last.
+
   Args:
     variants: ordered dict {name: callable() -> rate}; a value of None marks a
       variant that is unavailable (it is skipped).
@@ -70,7 +82,8 @@ def repeat_variants(variants, repeats, out=sys.stdout):
   """
   results = {name: [] for name, fn in variants.items() if fn is not None}
   for repeat in range(repeats):
-    for name, fn in variants.items():
+    order = list(variants.items())
+    for name, fn in (order[::-1] if repeat % 2 else order):
       if fn is None:
         continue
       results[name].append(fn())
@@ -86,10 +99,9 @@ def print_table(title, results, unit, labels=None, out=sys.stdout):
   print('| variant | median %s | min | max | spread %% |' % unit, file=out)
   print('| --- | ---: | ---: | ---: | ---: |', file=out)
   for name, values in results.items():
-    mid = median(values)
-    spread = 100.0 * (max(values) - min(values)) / mid if mid else 0.0
-    print('| %s | %.1f | %.1f | %.1f | %.0f |' % (labels.get(name, name), mid, min(values),
-                                                   max(values), spread), file=out)
+    print('| %s | %.1f | %.1f | %.1f | %.0f |' % (labels.get(name, name), median(values),
+                                                   min(values), max(values),
+                                                   spread_percent(values)), file=out)
 
 
 def ratio(numerator, denominator):
@@ -97,12 +109,59 @@ def ratio(numerator, denominator):
   return median(numerator) / median(denominator)
 
 
+MIN_REPEATS_TO_RESOLVE = 5
+
+
+def spread_percent(values):
+  """(max - min) / median of a list of rates, in percent."""
+  mid = median(values)
+  return 100.0 * (max(values) - min(values)) / mid if mid else 0.0
+
+
+def paired_ratios(numerator, denominator):
+  """Ratio of each repeat: numerator[i] / denominator[i] (measured back to back)."""
+  if len(numerator) != len(denominator):
+    raise ValueError('paired ratios need as many repeats of each variant, got %d and %d'
+                     % (len(numerator), len(denominator)))
+  return [n / d for n, d in zip(numerator, denominator)]
+
+
+def verdict(numerator, denominator, goal):
+  """'met', 'missed' or 'not resolved' for goal ratio >= `goal`.
+
+  Args:
+    numerator, denominator: rates per repeat of two variants that alternated.
+    goal: the ratio the numerator must reach.
+
+  Returns:
+    'met' when every paired ratio is >= goal, 'missed' when every one is
+    below it, both only with at least MIN_REPEATS_TO_RESOLVE repeats;
+    'not resolved' otherwise.
+  """
+  pairs = paired_ratios(numerator, denominator)
+  if len(pairs) < MIN_REPEATS_TO_RESOLVE:
+    return 'not resolved'
+  if min(pairs) >= goal:
+    return 'met'
+  if max(pairs) < goal:
+    return 'missed'
+  return 'not resolved'
+
+
 def ratio_line(name, numerator, denominator, goal=None):
-  """'ratio NAME = x.xxx (goal >= g: met)' for two lists of rates."""
-  value = ratio(numerator, denominator)
-  text = 'ratio %s = %.3f' % (name, value)
+  """One line: median ratio, per-repeat ratios, spreads and (with a goal) the verdict.
+
+  Example: 'ratio (a)/(c) = 0.981 (per repeat 0.97 0.99 1.00 0.98 0.96; spreads
+  12 % / 9 %) goal >= 0.98: not resolved'.
+  """
+  text = 'ratio %s = %.3f (per repeat %s; spreads %.0f %% / %.0f %%)' % (
+      name, ratio(numerator, denominator),
+      ' '.join('%.3f' % r for r in paired_ratios(numerator, denominator)),
+      spread_percent(numerator), spread_percent(denominator))
   if goal is not None:
-    text += ' (goal >= %.2f: %s)' % (goal, 'met' if value >= goal else 'NOT met')
+    text += ' goal >= %.2f: %s' % (goal, verdict(numerator, denominator, goal))
+    if len(numerator) < MIN_REPEATS_TO_RESOLVE:
+      text += ' (fewer than %d repeats)' % MIN_REPEATS_TO_RESOLVE
   return text
 
 

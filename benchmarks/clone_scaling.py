@@ -14,7 +14,18 @@ each clone count N the same model is built three ways in one process:
 Input is synthetic and device-resident (a non-trainable local variable per
 clone, as tf_cnn_benchmarks' synthetic mode), so only compute and gradient
 exchange are measured. Reported: scaling efficiency rate(N) / (N x rate(1))
-and the ratio to the independent control (goal >= 0.90).
+and the ratio to the independent control (goal >= 0.90, resolved as in
+`bench_util.verdict`).
+
+What the ratio shows on virtual CPU devices: the clones share the same cores
+and memory, so N clones are not N times faster even without any exchange (the
+independent control slows down just as much). A ratio of ~1 says aggregation
+adds no cost beyond the control there; it says nothing about scaling on real
+devices. `--profile` measures the aggregation itself: with full tracing it
+sums, per step, the kernel time of the cross-clone gradient sums (`*/sum_grads`
+AddN), of cross-device transfers (_Send/_Recv; none are traced between virtual
+CPU devices of one process, which share memory) and of the optimizer's apply
+ops, and prints each as a fraction of the step's wall time.
 
 On CPU, clone i runs on virtual device /device:CPU:i of a session with
 `device_count={'CPU': N}`, one intra-op thread and N inter-op threads, so each
@@ -22,13 +33,16 @@ clone owns one core. On GPU (`--device=gpu`) the clones run on logical GPUs
 carved from GPU 0.
 
     python -m benchmarks.clone_scaling --quick
-    python -m benchmarks.clone_scaling --clones=1,2 --steps=100 --repeats=3
+    python -m benchmarks.clone_scaling --clones=1,2 --steps=100 --repeats=5
+    python -m benchmarks.clone_scaling --profile --steps=50   # aggregation time per step
     python -m benchmarks.clone_scaling --device=gpu --net=resnet_v1_50 \
         --image_size=224 --batch_size=64 --clones=1,2,4
 """
 
 import os
+import statistics
 import sys
+import time
 
 from absl import app
 from absl import flags
@@ -136,6 +150,82 @@ def measure(mode, devices, model_fn, batch_size, image_size, config, warmup, ste
   return rate * batch_size * len(devices)
 
 
+def _aggregation_part(node_name, op_type):
+  """Which part of the gradient exchange a traced node is, or None."""
+  # Grappler may rename `<var>/sum_grads` to `<var>/ArithmeticOptimizer/..._sum_grads`.
+  if node_name.rsplit('/', 1)[-1].endswith('sum_grads'):
+    return 'sum'
+  if op_type in ('_Send', '_Recv', '_HostSend', '_HostRecv'):
+    return 'transfer'
+  if 'Apply' in op_type or op_type == 'AssignAddVariableOp':
+    return 'apply'
+  return None
+
+
+def trace_aggregation(mode, devices, model_fn, batch_size, image_size, config, warmup, steps):
+  """Traced steps of one deployment: median per-step ms of wall, kernels and each part.
+
+  Returns:
+    dict with 'wall', 'kernels', 'sum', 'transfer', 'apply' (milliseconds per step).
+  """
+  graph = tf.Graph()
+  with graph.as_default():
+    tf.compat.v1.set_random_seed(1)
+    if mode == 'independent':
+      train_op = build_independent(devices, model_fn, batch_size, image_size)
+    else:
+      train_op = build_deployed(mode, devices, model_fn, batch_size, image_size)
+    init = [tf.compat.v1.global_variables_initializer(),
+            tf.compat.v1.local_variables_initializer()]
+  options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+  per_step = {key: [] for key in ('wall', 'kernels', 'sum', 'transfer', 'apply')}
+  with tf.compat.v1.Session(graph=graph, config=config) as sess:
+    for op in init:
+      sess.run(op)
+    for _ in range(warmup):
+      sess.run(train_op)
+    for _ in range(steps):
+      metadata = tf.compat.v1.RunMetadata()
+      start = time.perf_counter()
+      sess.run(train_op, options=options, run_metadata=metadata)
+      per_step['wall'].append(1e3 * (time.perf_counter() - start))
+      parts = {'kernels': 0.0, 'sum': 0.0, 'transfer': 0.0, 'apply': 0.0}
+      for device_stats in metadata.step_stats.dev_stats:
+        for node in device_stats.node_stats:
+          micros = node.op_end_rel_micros - node.op_start_rel_micros
+          label = node.timeline_label
+          op_type = label.split(' = ', 1)[1].split('(', 1)[0] if ' = ' in label else ''
+          parts['kernels'] += micros / 1e3
+          part = _aggregation_part(node.node_name, op_type)
+          if part:
+            parts[part] += micros / 1e3
+      for key, value in parts.items():
+        per_step[key].append(value)
+  return {key: statistics.median(values) for key, values in per_step.items()}
+
+
+def profile_aggregation(device, clone_counts, modes, model_fn, batch_size, image_size,
+                        warmup, steps, gpu_memory_mb=16000, out=sys.stdout):
+  """Prints, per (mode, N), the aggregation's kernel time as a fraction of the step."""
+  print('\naggregation time per step (full trace, median of %d steps; kernel ms, and %% of '
+        'the step wall time)' % steps, file=out)
+  print('| mode | clones | wall ms | kernel ms (all) | gradient sum ms | transfers ms | '
+        'apply ms | sum + transfers % of wall | apply % of wall |', file=out)
+  print('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |', file=out)
+  results = {}
+  for num_clones in clone_counts:
+    devices = clone_devices(device, num_clones)
+    config = session_config(device, num_clones, max(clone_counts), gpu_memory_mb)
+    for mode in modes:
+      r = results[(mode, num_clones)] = trace_aggregation(
+          mode, devices, model_fn, batch_size, image_size, config, warmup, steps)
+      print('| %s | %d | %.2f | %.2f | %.3f | %.3f | %.3f | %.1f | %.1f |' % (
+          mode, num_clones, r['wall'], r['kernels'], r['sum'], r['transfer'], r['apply'],
+          100 * (r['sum'] + r['transfer']) / r['wall'], 100 * r['apply'] / r['wall']),
+          file=out, flush=True)
+  return results
+
+
 def run_benchmark(device, clone_counts, modes, model_fn, batch_size, image_size, warmup, steps,
                   repeats, gpu_memory_mb=16000, out=sys.stdout):
   """Measures every (mode, N); prints the table, efficiencies and ratios.
@@ -176,6 +266,9 @@ def run_benchmark(device, clone_counts, modes, model_fn, batch_size, image_size,
         print(bench_util.ratio_line('%s x%d / independent x%d' % (mode, n, n),
                                     results[(mode, n)], results[('independent', n)],
                                     goal=0.90), file=out)
+  print('On virtual CPU devices the clones share cores and memory: a ratio near 1 means the '
+        'aggregation adds no cost beyond the independent control there, not that clones '
+        'scale (see --profile for the aggregation\'s own time).', file=out)
   return results
 
 
@@ -190,8 +283,9 @@ def main(argv):
       ['1', '2'] if FLAGS.device == 'cpu' else ['1', '2', '4']))]
   if FLAGS.quick:
     warmup, steps, repeats, image_size, batch_size = 3, 20, 1, 16, 8
-  elif warmup < 10 or steps < 100 or repeats < 3:
-    raise app.UsageError('full mode needs --warmup >= 10, --steps >= 100, --repeats >= 3')
+  elif not FLAGS.profile and (warmup < 10 or steps < 100 or repeats < 5):
+    # --profile counts time per traced step; the timing protocol binds the rates.
+    raise app.UsageError('full mode needs --warmup >= 10, --steps >= 100, --repeats >= 5')
   unknown = set(FLAGS.modes) - set(MODES)
   if unknown:
     raise app.UsageError('--modes: unknown %s (choose from %s)' % (sorted(unknown), MODES))
@@ -201,6 +295,11 @@ def main(argv):
 
   def model_fn():
     return bench_util.make_classifier(FLAGS.net, image_size, NUM_CLASSES)
+  if FLAGS.profile:
+    profile_aggregation(FLAGS.device, clone_counts, FLAGS.modes, model_fn, batch_size,
+                        image_size, warmup, steps, gpu_memory_mb=FLAGS.gpu_memory_mb)
+    if not FLAGS.quick:
+      return
   run_benchmark(FLAGS.device, clone_counts, FLAGS.modes, model_fn, batch_size, image_size,
                 warmup, steps, repeats, gpu_memory_mb=FLAGS.gpu_memory_mb)
 
@@ -218,7 +317,9 @@ def define_flags():
   flags.DEFINE_integer('gpu_memory_mb', 16000, 'Memory of each logical GPU (--device=gpu).')
   flags.DEFINE_integer('warmup', 10, 'Untimed warm-up steps per repeat (>= 10).')
   flags.DEFINE_integer('steps', 100, 'Timed steps per repeat (>= 100).')
-  flags.DEFINE_integer('repeats', 3, 'Repeats per configuration (>= 3).')
+  flags.DEFINE_integer('repeats', 5, 'Repeats per configuration (>= 5).')
+  flags.DEFINE_bool('profile', False, 'Trace --steps steps of every (mode, clones) and print '
+                    'the aggregation\'s kernel time per step instead of timing.')
 
 
 if __name__ == '__main__':

@@ -184,11 +184,14 @@ def get_inputs(input_queue, num_classes, merge_multiple_label_boxes=False,
 
 def _create_classification_losses(model, read_data_list):
   images = [d[fields.InputDataFields.image] for d in read_data_list]
-  labels = [tf.reshape(label_map_util.checked_class_ids(
-      d[fields.InputDataFields.label], model.num_classes, fields.InputDataFields.label), [1])
-            for d in read_data_list]
+  # One label vector and one range check per batch, not per example (those
+  # ran batch_size reshapes and checks every step); exactly one id per example.
+  labels = tf.reshape(tf.stack([d[fields.InputDataFields.label] for d in read_data_list]),
+                      [len(read_data_list)])
+  labels = label_map_util.checked_class_ids(labels, model.num_classes,
+                                            fields.InputDataFields.label)
   processed, true_image_shapes = model.preprocess(tf.concat(images, 0))
-  model.provide_groundtruth(tf.concat(labels, 0) - _LABEL_ID_OFFSET)
+  model.provide_groundtruth(labels - _LABEL_ID_OFFSET)
   prediction_dict = model.predict(processed, true_image_shapes)
   return model.loss(prediction_dict, true_image_shapes)
 
@@ -457,8 +460,9 @@ def _build_update(clones, optimizer, global_step, train_config):
   update_op = tf.group(*update_ops, name='update_barrier')
   with tf.control_dependencies([update_op]):
     train_tensor = tf.identity(total_loss, name='train_op')
-  with tf.control_dependencies([train_tensor]):
-    step_after_update = tf.identity(global_step.read_value(), name='global_step_after_update')
+  with tf.control_dependencies([train_tensor]), tf.compat.v1.name_scope(
+      'global_step_after_update'):
+    step_after_update = global_step.read_value()  # already a read + identity
   return train_tensor, step_after_update
 
 

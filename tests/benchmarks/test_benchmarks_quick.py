@@ -50,6 +50,26 @@ def test_overhead_profile_traces_every_graph_variant():
   # (a) checks the loss and the global gradient norm for NaN/Inf every step; the bare loop
   # checks neither.
   assert 'CheckNumerics x2' in stdout, stdout[-3000:]
+  assert '(a) numerics checks' in stdout, stdout[-3000:]
+
+
+@pytest.mark.slow
+def test_scaling_model_prints_tables_and_checks_a_loopback_cluster():
+  stdout = _run_quick('benchmarks.scaling_model')
+  for name in ('ResNet-50 v1', 'shapes SSD'):
+    assert name in stdout, stdout[-3000:]
+  assert 'smallest M with step <= 110 % of compute' in stdout, stdout[-3000:]
+  assert 'replicated all-reduce on one machine' in stdout, stdout[-3000:]
+  # One real cluster (1 worker, 2 ps) ran and was compared with its prediction.
+  assert '| 1 | 2 | async |' in stdout, stdout[-3000:]
+  assert 'ratio predicted/measured within +-20 %' in stdout, stdout[-3000:]
+
+
+@pytest.mark.slow
+def test_clone_scaling_profile_reports_the_aggregation_time():
+  stdout = _run_quick('benchmarks.clone_scaling', '--profile')
+  assert 'aggregation time per step' in stdout, stdout[-3000:]
+  assert '| parameter_server | 2 |' in stdout, stdout[-3000:]
 
 
 @pytest.mark.slow
@@ -65,7 +85,7 @@ def test_distributed_quick_on_network_namespaces():
 
 @pytest.mark.parametrize('module', [
     'benchmarks.overhead', 'benchmarks.clone_scaling', 'benchmarks.distributed',
-    'benchmarks.gpu_throughput'])
+    'benchmarks.gpu_throughput', 'benchmarks.scaling_model'])
 def test_help_describes_quick(module):
   result = subprocess.run([sys.executable, '-m', module, '--helpfull'], cwd=REPO_ROOT,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -413,5 +413,54 @@ def test_cli_logs_tf_config_conflicts_and_chief_writes_pipeline_config(tmp_path)
   written = os.path.join(train_dir, 'pipeline.config')
   assert 'slim_classifier' in open(written).read()
 
+def _classifier_tensor_dict_fn(label_shape, label_value=1):
+  """One 16x16 example of a 3-class classifier, its label scalar or of shape [1]."""
+  def create():
+    image = tf.random.uniform([16, 16, 3], 0, 255, dtype=tf.float32, seed=2)
+    label = tf.fill(label_shape, tf.constant(label_value, tf.int64))
+    return {fields.InputDataFields.image: image, fields.InputDataFields.label: label}
+  return create
+
+
+def _train_classifier(train_dir, label_shape, label_value=1, num_clones=1):
+  from models import slim_classifier  # noqa: PLC0415
+  return trainer.train(
+      _classifier_tensor_dict_fn(label_shape, label_value),
+      lambda: slim_classifier.SlimClassifier(True, 3, net='small_cnn', image_height=16,
+                                             image_width=16),
+      _train_config(num_steps=2), master='', task=0, num_clones=num_clones,
+      worker_replicas=1, clone_on_cpu=True, ps_tasks=0, worker_job_name='worker',
+      is_chief=True, train_dir=train_dir,
+      session_config_override=test_util.session_config(num_cpus=num_clones))
+
+
+@pytest.mark.parametrize('label_shape', [[], [1]])
+def test_classifier_labels_batched_with_one_range_check_per_clone(tmp_path, label_shape):
+  captured = {}
+  original = trainer._create_classification_losses
+
+  def capture(model, read_data_list):
+    result = original(model, read_data_list)
+    captured['graph'] = tf.compat.v1.get_default_graph()
+    return result
+
+  trainer._create_classification_losses = capture
+  try:
+    loss = _train_classifier(str(tmp_path), label_shape, num_clones=2)
+  finally:
+    trainer._create_classification_losses = original
+  assert np.isfinite(loss)
+  asserts = [op.name for op in captured['graph'].get_operations()
+             if re.search(r'check_label(_\d+)?/AssertGuard$', op.name)]
+  # Per step, each clone checks its label vector once (not once per example).
+  assert len(asserts) == 2, asserts
+
+
+def test_classifier_label_above_num_classes_stops_training(tmp_path):
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match='label has a class id outside 1..num_classes=3'):
+    _train_classifier(str(tmp_path), [], label_value=4)
+
+
 if __name__ == '__main__':
   sys.exit(pytest.main([__file__, '-q']))
