@@ -208,7 +208,7 @@ def test_build_training_graph_then_run_training_is_train(tmp_path):
   assert isinstance(graph, trainer.TrainingGraph)
   assert graph.sync_optimizer is None and graph.init_fn is None
   assert graph.train_tensor.graph is graph.graph
-  assert graph.step_after_update.op.name == 'global_step_after_update'
+  assert graph.step_after_update.op.name.startswith('global_step_after_update/')
   # Nothing ran yet: no checkpoint.
   assert tf.train.latest_checkpoint(str(tmp_path)) is None
   loss = trainer.run_training(graph, config, str(tmp_path),
