@@ -13,6 +13,12 @@ Map:
   clone kept equal by all-reduce.
 * `cluster.py`: TF_CONFIG -> `ClusterConfig` (cluster spec, task, chief,
   server); `exit_codes.py`: what each process exit status means.
+* `cluster_runtime.py`: what a cluster task does besides training: wait for
+  the ps tasks and the chief at startup, the ps serving loop, and the one
+  "training done" signal both workflows (`trainer.train`, the Estimator's
+  `train_and_evaluate`) send to the ps tasks.
+* `sync_replicas.py`: a `SyncReplicasOptimizer` whose chief stops cleanly
+  after the last step and releases the workers.
 """
 
 from core import compat  # noqa: F401  (must run before tf_slim is used)

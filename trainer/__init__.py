@@ -6,10 +6,11 @@ workflow, `python -m trainer.model_main`).
 
 Map:
 
-* Legacy training: `trainer.py` (`train()`), `training_loop.py` (the step
-  function, progress and stopping), `train.py` (command line),
-  `cluster_roles.py` (ps tasks, done signals, waiting for peers),
-  `sync_replicas.py` (a SyncReplicasOptimizer whose chief can stop).
+* Legacy training: `trainer.py` (`train()` = `build_training_graph()` +
+  `run_training()`), `training_loop.py` (the step function, progress and
+  stopping), `train.py` (command line). The cluster side (ps tasks, done
+  signals, waiting for peers, sync replicas) lives in `deployment/`
+  (`cluster_runtime.py`, `sync_replicas.py`).
 * Evaluation: `evaluator.py` (metrics of each checkpoint), `eval_images.py`
   (boxes drawn for TensorBoard), `eval.py` (command line).
 * Export: `exporter.py` (`export_inference_graph`), `export.py` (command line).

@@ -34,7 +34,7 @@ from builders import input_reader_builder
 from builders import model_builder
 from core import config_util
 from deployment import cluster as cluster_lib
-from trainer import cluster_roles
+from deployment import cluster_runtime
 from trainer import trainer
 from trainer import training_loop
 
@@ -98,10 +98,10 @@ def run(argv=None):
   if cluster.task_type == 'ps':
     server = cluster.start_server()
     try:
-      cluster_roles.serve_until_training_done(
+      cluster_runtime.serve_until_training_done(
           server, cluster, chief_timeout_secs=deploy_config.chief_timeout_secs,
           startup_timeout_secs=deploy_config.startup_timeout_secs)
-    except cluster_roles.ChiefLostError as e:
+    except cluster_runtime.ChiefLostError as e:
       logging.error('%s', e)
       return 1
     return 0
@@ -116,9 +116,9 @@ def run(argv=None):
     session_config.device_filters.extend(cluster.device_filters)
     if cluster.num_ps_tasks:
       try:
-        cluster_roles.wait_for_tasks(cluster.cluster_spec.job_tasks('ps'),
+        cluster_runtime.wait_for_tasks(cluster.cluster_spec.job_tasks('ps'),
                                      deploy_config.startup_timeout_secs)
-      except cluster_roles.StartupTimeoutError as e:
+      except cluster_runtime.StartupTimeoutError as e:
         logging.error('%s', e)
         return 1
       master = cluster.start_server().target
@@ -149,7 +149,7 @@ def run(argv=None):
     logging.error('%s', e.message if hasattr(e, 'message') else e)
     return 1
   if cluster.is_distributed and ps_tasks:
-    cluster_roles.signal_training_done(master, cluster)
+    cluster_runtime.signal_training_done(master, cluster)
   return 0
 
 

@@ -12,6 +12,12 @@ train config, and `slim.learning.train` driving a Supervisor.
                   clone_on_cpu=True, ps_tasks=0, worker_job_name='worker',
                   is_chief=True, train_dir='/tmp/train')
 
+    # The same in two steps: build, look at or extend the graph, run it.
+    graph = trainer.build_training_graph(
+        create_tensor_dict_fn, create_model_fn, train_config, task=0, num_clones=2,
+        worker_replicas=1, clone_on_cpu=True, ps_tasks=0, worker_job_name='worker')
+    trainer.run_training(graph, train_config, '/tmp/train')
+
 Where we differ from the original, on purpose:
 
 * `sync_replicas` works with `num_clones > 1` (the original refused).
@@ -25,9 +31,13 @@ Where we differ from the original, on purpose:
 * `update_trainable_variables` is honoured; `use_mixed_precision`,
   `use_xla` and `num_clones=-1` (one clone per visible GPU) are available.
 * With sync replicas, `startup_delay_steps` is ignored (tf-slim rejects the
-  combination) and the end of training cannot hang (see cluster_roles).
+  combination) and the end of training cannot hang (see
+  deployment/sync_replicas.py).
+* `train()` is `build_training_graph()` then `run_training()`, so a caller can
+  inspect or extend the graph (a `TrainingGraph`) before running it.
 """
 
+import collections
 import functools
 import os
 
@@ -45,9 +55,10 @@ from core import model as model_lib
 from core import preprocessor
 from core import standard_fields as fields
 from core import variables_helper
+from deployment import cluster_runtime
 from deployment import model_deploy
+from deployment import sync_replicas
 from trainer import numerics
-from trainer import sync_replicas
 from trainer import training_loop
 
 _LABEL_ID_OFFSET = fields.LABEL_ID_OFFSET
@@ -217,20 +228,34 @@ def _create_losses(input_queue, create_model_fn, train_config):
     tf.compat.v1.losses.add_loss(loss_tensor)
 
 
+def fine_tune_checkpoint_type(train_config):
+  """The fine-tune checkpoint type of `train_config`, without changing it.
+
+  An empty `fine_tune_checkpoint_type` falls back to the deprecated
+  `from_detection_checkpoint` flag, as the OD API does.
+
+  Args:
+    train_config: a `train_pb2.TrainConfig`.
+
+  Returns:
+    'detection', 'classification' or the configured type.
+  """
+  if train_config.fine_tune_checkpoint_type:
+    return train_config.fine_tune_checkpoint_type
+  return 'detection' if train_config.from_detection_checkpoint else 'classification'
+
+
 def build_init_fn(detection_model, train_config):
   """Returns an init_fn restoring the fine-tune checkpoint, or None.
 
   Only variables present in the checkpoint with the right shape are
   restored (the rest are logged as skipped); the global step never is.
+  `train_config` is read, never written.
   """
   if not train_config.fine_tune_checkpoint:
     return None
-  if not train_config.fine_tune_checkpoint_type:
-    # The deprecated from_detection_checkpoint picks the type, as in the OD API.
-    train_config.fine_tune_checkpoint_type = (
-        'detection' if train_config.from_detection_checkpoint else 'classification')
   var_map = detection_model.restore_map(
-      fine_tune_checkpoint_type=train_config.fine_tune_checkpoint_type,
+      fine_tune_checkpoint_type=fine_tune_checkpoint_type(train_config),
       load_all_detection_checkpoint_vars=(
           train_config.load_all_detection_checkpoint_vars))
   return fine_tune.create_init_fn(var_map, train_config.fine_tune_checkpoint,
@@ -310,16 +335,209 @@ def session_config(train_config, base=None):
   return config
 
 
+
+class TrainingGraph(collections.namedtuple('TrainingGraph', [
+    'graph', 'train_tensor', 'step_after_update', 'saver', 'init_fn', 'summary_op',
+    'sync_optimizer'])):
+  """What `build_training_graph` built, and what `run_training` needs to run it.
+
+  Fields:
+    graph: the `tf.Graph` holding everything below.
+    train_tensor: the checked total loss, evaluated after the update ran.
+    step_after_update: the global step read after the update (a control
+      dependency on `train_tensor`), so stopping at num_steps is exact.
+    saver: the checkpoint `Saver` (replicated copies: copy 0 only).
+    init_fn: callable(sess) restoring the fine-tune checkpoint, or None.
+    summary_op: the merged summaries.
+    sync_optimizer: the `deployment.sync_replicas.SyncReplicasOptimizer`, or
+      None without `train_config.sync_replicas`.
+  """
+
+
+def build_training_graph(create_tensor_dict_fn, create_model_fn, train_config, task,
+                         num_clones, worker_replicas, clone_on_cpu, ps_tasks,
+                         worker_job_name, graph_hook_fn=None, deployment_options=None):
+  """Builds the legacy trainer's graph in a new `tf.Graph`; runs nothing.
+
+  Args are those of `train()`; `num_clones` may be -1 (one per visible GPU).
+  With `train_config.use_mixed_precision` this turns on TF's process-global
+  mixed precision rewrite; the caller turns it off after training (`train()`
+  does).
+
+  Returns:
+    A `TrainingGraph`.
+
+  Raises:
+    ValueError: on an inconsistent configuration.
+  """
+  num_clones = resolve_num_clones(num_clones)
+  detection_model = create_model_fn()
+  per_clone_batch = batch_size_per_clone(train_config, num_clones)
+  with tf.Graph().as_default() as graph:
+    deploy_config = model_deploy.DeploymentConfig(
+        num_clones=num_clones, clone_on_cpu=clone_on_cpu, replica_id=task,
+        num_replicas=worker_replicas, num_ps_tasks=ps_tasks,
+        worker_job_name=worker_job_name, **(deployment_options or {}))
+    model_deploy.check_clone_devices(deploy_config)
+    with tf.compat.v1.device(deploy_config.variables_device()):
+      global_step = slim.create_global_step()
+    summaries = set(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SUMMARIES))
+    clones = _build_clones(deploy_config, per_clone_batch, create_tensor_dict_fn,
+                           create_model_fn, train_config)
+    if graph_hook_fn:
+      with tf.compat.v1.device(deploy_config.variables_device()):
+        graph_hook_fn()
+    with tf.compat.v1.device(deploy_config.optimizer_device()):
+      optimizer, sync_optimizer = _build_optimizer(train_config, worker_replicas,
+                                                   global_step, summaries)
+      train_tensor, step_after_update = _build_update(clones, optimizer, global_step,
+                                                      train_config)
+    # In replicated mode only copy 0 is saved, under the original names.
+    saver = tf.compat.v1.train.Saver(
+        var_list=model_deploy.savable_variables(),
+        keep_checkpoint_every_n_hours=train_config.keep_checkpoint_every_n_hours)
+    return TrainingGraph(
+        graph=graph, train_tensor=train_tensor, step_after_update=step_after_update,
+        saver=saver, init_fn=build_init_fn(detection_model, train_config),
+        summary_op=_build_summary_op(summaries, clones[0].scope),
+        sync_optimizer=sync_optimizer)
+
+
+def _build_clones(deploy_config, per_clone_batch, create_tensor_dict_fn, create_model_fn,
+                  train_config):
+  """The input queue on the inputs device, then one model clone per device."""
+  data_augmentation_options = [
+      preprocessor_builder.build(step) for step in train_config.data_augmentation_options]
+  with tf.compat.v1.device(deploy_config.inputs_device()):
+    input_queue = create_input_queue(
+        per_clone_batch, create_tensor_dict_fn, train_config.batch_queue_capacity,
+        train_config.num_batch_queue_threads, train_config.prefetch_queue_capacity,
+        data_augmentation_options)
+  model_fn = functools.partial(_create_losses, create_model_fn=create_model_fn,
+                               train_config=train_config)
+  return model_deploy.create_clones(deploy_config, model_fn, [input_queue])
+
+
+def _build_optimizer(train_config, worker_replicas, global_step, summaries):
+  """Returns (the optimizer to apply, the sync replicas optimizer or None).
+
+  Adds the learning rate summaries to the `summaries` set.
+  """
+  optimizer, summary_vars = optimizer_builder.build_for_training(
+      train_config, worker_replicas, global_step=global_step)
+  for var in summary_vars:
+    summaries.add(tf.compat.v1.summary.scalar(var.op.name, var, family='LearningRate'))
+  sync_optimizer = None
+  if train_config.sync_replicas:
+    optimizer = sync_optimizer = sync_replicas.SyncReplicasOptimizer(
+        optimizer, replicas_to_aggregate=train_config.replicas_to_aggregate,
+        total_num_replicas=worker_replicas)
+  if train_config.use_mixed_precision:
+    optimizer = tf.compat.v1.mixed_precision.enable_mixed_precision_graph_rewrite(
+        optimizer, loss_scale='dynamic')
+  return optimizer, sync_optimizer
+
+
+def _build_update(clones, optimizer, global_step, train_config):
+  """Returns (train_tensor, step_after_update): checked loss, surgery, one update."""
+  update_ops = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS,
+                                           clones[0].scope)
+  regularization_losses = None if train_config.add_regularization_loss else []
+  total_loss, grads_and_vars = model_deploy.optimize_clones(
+      clones, optimizer, regularization_losses=regularization_losses)
+  total_loss = tf.debugging.check_numerics(
+      numerics.inject_nan_loss(total_loss, global_step, train_config.debug_nan_loss_at_step),
+      training_loop.NAN_LOSS_MESSAGE)
+  # The update waits for the numerics checks (loss first, then the gradient
+  # norm in transform_gradients), so a NaN step changes nothing.
+  grads_and_vars = transform_gradients(_gate_gradients(grads_and_vars, total_loss),
+                                       train_config)
+  update_ops.append(model_deploy.apply_gradients(clones, optimizer, grads_and_vars,
+                                                 global_step=global_step))
+  update_op = tf.group(*update_ops, name='update_barrier')
+  with tf.control_dependencies([update_op]):
+    train_tensor = tf.identity(total_loss, name='train_op')
+  with tf.control_dependencies([train_tensor]):
+    step_after_update = tf.identity(global_step.read_value(), name='global_step_after_update')
+  return train_tensor, step_after_update
+
+
+def _build_summary_op(summaries, first_clone_scope):
+  """Merges `summaries` with model variables, losses and the first clone's summaries."""
+  for model_var in slim.get_model_variables():
+    summaries.add(tf.compat.v1.summary.histogram('ModelVars/' + model_var.op.name, model_var))
+  for loss_tensor in tf.compat.v1.losses.get_losses():
+    summaries.add(tf.compat.v1.summary.scalar('Losses/' + loss_tensor.op.name, loss_tensor))
+  summaries.add(tf.compat.v1.summary.scalar('Losses/TotalLoss',
+                                            tf.compat.v1.losses.get_total_loss()))
+  summaries |= set(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SUMMARIES,
+                                               first_clone_scope))
+  return tf.compat.v1.summary.merge(list(summaries), name='summary_op')
+
+
+def run_training(training_graph, train_config, train_dir, master='', is_chief=True,
+                 session_config_override=None, on_finish=None, startup_timeout_secs=600):
+  """Runs a `TrainingGraph` with `slim.learning.train` until num_steps or SIGTERM.
+
+  Args:
+    training_graph: from `build_training_graph`.
+    train_config: the `train_pb2.TrainConfig` it was built from.
+    train_dir, master, is_chief, session_config_override, on_finish,
+      startup_timeout_secs: as for `train()`.
+
+  Returns:
+    The last total loss.
+
+  Raises:
+    trainer.training_loop.TrainingPreempted: after SIGTERM.
+    trainer.training_loop.NanLossError: when the loss became inf or NaN.
+    TimeoutError: a non-chief task whose chief did not initialise the model.
+  """
+  sync_optimizer = training_graph.sync_optimizer
+  startup_delay_steps = train_config.startup_delay_steps
+  if sync_optimizer is not None and startup_delay_steps:
+    logging.info('sync_replicas: ignoring startup_delay_steps=%g (tf-slim rejects it with '
+                 'a sync optimizer)', startup_delay_steps)
+    startup_delay_steps = 0
+  if sync_optimizer is not None and is_chief:
+    on_finish = _release_workers_then(sync_optimizer, on_finish)
+  runner = training_loop.TrainStepRunner(
+      number_of_steps=train_config.num_steps or None,
+      examples_per_step=train_config.batch_size,
+      log_every_n_steps=train_config.log_every_n_steps, is_chief=is_chief,
+      saver=training_graph.saver, checkpoint_path=os.path.join(train_dir, 'model.ckpt'),
+      on_finish=on_finish, step_after_update=training_graph.step_after_update)
+  config = session_config(train_config, base=session_config_override)
+  with training_graph.graph.as_default():
+    if master and not is_chief:
+      cluster_runtime.wait_for_model_ready(master, config, startup_timeout_secs)
+    with runner.handle_sigterm():
+      slim.learning.train(
+          training_graph.train_tensor, logdir=train_dir, train_step_fn=runner,
+          master=master, is_chief=is_chief, session_config=config,
+          startup_delay_steps=startup_delay_steps, init_fn=training_graph.init_fn,
+          summary_op=training_graph.summary_op,
+          number_of_steps=train_config.num_steps or None,
+          save_summaries_secs=train_config.save_summaries_secs,
+          save_interval_secs=train_config.save_interval_secs,
+          sync_optimizer=sync_optimizer, saver=training_graph.saver,
+          ignore_live_threads=sync_optimizer is not None)
+  runner.raise_if_preempted()
+  return runner.last_loss
+
+
 def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
           num_clones, worker_replicas, clone_on_cpu, ps_tasks, worker_job_name,
           is_chief, train_dir, graph_hook_fn=None, session_config_override=None,
           on_finish=None, deployment_options=None, startup_timeout_secs=600):
   """Trains a model with clones, following the OD API's legacy trainer.
 
+  `build_training_graph` followed by `run_training`.
+
   Args:
     create_tensor_dict_fn: returns one decoded example (a tensor_dict).
     create_model_fn: returns a new DetectionModel or ClassificationModel.
-    train_config: a `train_pb2.TrainConfig`.
+    train_config: a `train_pb2.TrainConfig` (read, never written).
     master: gRPC target of the TF server ('' for in-process).
     task: this worker's task index (its replica id).
     num_clones: clones per worker; -1 = one per visible GPU.
@@ -349,149 +567,15 @@ def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
       written by the chief).
     trainer.training_loop.NanLossError: when the loss became inf or NaN.
   """
-  num_clones = resolve_num_clones(num_clones)
-  detection_model = create_model_fn()
-  data_augmentation_options = [
-      preprocessor_builder.build(step)
-      for step in train_config.data_augmentation_options]
-  per_clone_batch = batch_size_per_clone(train_config, num_clones)
-
-  with tf.Graph().as_default():
-    deploy_config = model_deploy.DeploymentConfig(
-        num_clones=num_clones, clone_on_cpu=clone_on_cpu, replica_id=task,
-        num_replicas=worker_replicas, num_ps_tasks=ps_tasks,
-        worker_job_name=worker_job_name, **(deployment_options or {}))
-    model_deploy.check_clone_devices(deploy_config)
-    with tf.compat.v1.device(deploy_config.variables_device()):
-      global_step = slim.create_global_step()
-
-    with tf.compat.v1.device(deploy_config.inputs_device()):
-      input_queue = create_input_queue(
-          per_clone_batch, create_tensor_dict_fn,
-          train_config.batch_queue_capacity,
-          train_config.num_batch_queue_threads,
-          train_config.prefetch_queue_capacity, data_augmentation_options)
-
-    summaries = set(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SUMMARIES))
-    model_fn = functools.partial(_create_losses, create_model_fn=create_model_fn,
-                                 train_config=train_config)
-    clones = model_deploy.create_clones(deploy_config, model_fn, [input_queue])
-    first_clone_scope = clones[0].scope
-
-    if graph_hook_fn:
-      with tf.compat.v1.device(deploy_config.variables_device()):
-        graph_hook_fn()
-
-    update_ops = tf.compat.v1.get_collection(
-        tf.compat.v1.GraphKeys.UPDATE_OPS, first_clone_scope)
-
-    with tf.compat.v1.device(deploy_config.optimizer_device()):
-      training_optimizer, optimizer_summary_vars = optimizer_builder.build_for_training(
-          train_config, worker_replicas, global_step=global_step)
-      for var in optimizer_summary_vars:
-        summaries.add(tf.compat.v1.summary.scalar(
-            var.op.name, var, family='LearningRate'))
-
-    sync_optimizer = None
-    if train_config.sync_replicas:
-      training_optimizer = sync_replicas.SyncReplicasOptimizer(
-          training_optimizer,
-          replicas_to_aggregate=train_config.replicas_to_aggregate,
-          total_num_replicas=worker_replicas)
-      sync_optimizer = training_optimizer
+  try:
+    training_graph = build_training_graph(
+        create_tensor_dict_fn, create_model_fn, train_config, task, num_clones,
+        worker_replicas, clone_on_cpu, ps_tasks, worker_job_name,
+        graph_hook_fn=graph_hook_fn, deployment_options=deployment_options)
+    return run_training(training_graph, train_config, train_dir, master=master,
+                        is_chief=is_chief, session_config_override=session_config_override,
+                        on_finish=on_finish, startup_timeout_secs=startup_timeout_secs)
+  finally:
     if train_config.use_mixed_precision:
-      training_optimizer = (
-          tf.compat.v1.mixed_precision.enable_mixed_precision_graph_rewrite(
-              training_optimizer, loss_scale='dynamic'))
-
-    with tf.compat.v1.device(deploy_config.optimizer_device()):
-      regularization_losses = (None if train_config.add_regularization_loss else [])
-      total_loss, grads_and_vars = model_deploy.optimize_clones(
-          clones, training_optimizer, regularization_losses=regularization_losses)
-      total_loss = tf.debugging.check_numerics(
-          numerics.inject_nan_loss(total_loss, global_step,
-                                   train_config.debug_nan_loss_at_step),
-          training_loop.NAN_LOSS_MESSAGE)
-      # The update waits for the numerics checks (loss first, then the
-      # gradient norm in transform_gradients), so a NaN step changes nothing.
-      grads_and_vars = transform_gradients(
-          _gate_gradients(grads_and_vars, total_loss), train_config)
-      grad_updates = model_deploy.apply_gradients(
-          clones, training_optimizer, grads_and_vars, global_step=global_step)
-      update_ops.append(grad_updates)
-      update_op = tf.group(*update_ops, name='update_barrier')
-      with tf.control_dependencies([update_op]):
-        train_tensor = tf.identity(total_loss, name='train_op')
-      with tf.control_dependencies([train_tensor]):
-        step_after_update = tf.identity(global_step.read_value(),
-                                        name='global_step_after_update')
-
-    for model_var in slim.get_model_variables():
-      summaries.add(tf.compat.v1.summary.histogram(
-          'ModelVars/' + model_var.op.name, model_var))
-    for loss_tensor in tf.compat.v1.losses.get_losses():
-      summaries.add(tf.compat.v1.summary.scalar(
-          'Losses/' + loss_tensor.op.name, loss_tensor))
-    summaries.add(tf.compat.v1.summary.scalar(
-        'Losses/TotalLoss', tf.compat.v1.losses.get_total_loss()))
-    summaries |= set(tf.compat.v1.get_collection(
-        tf.compat.v1.GraphKeys.SUMMARIES, first_clone_scope))
-    summary_op = tf.compat.v1.summary.merge(list(summaries), name='summary_op')
-
-    # In replicated mode only copy 0 is saved, under the original names.
-    saver = tf.compat.v1.train.Saver(
-        var_list=model_deploy.savable_variables(),
-        keep_checkpoint_every_n_hours=train_config.keep_checkpoint_every_n_hours)
-    init_fn = build_init_fn(detection_model, train_config)
-
-    startup_delay_steps = train_config.startup_delay_steps
-    if sync_optimizer is not None and startup_delay_steps:
-      logging.info('sync_replicas: ignoring startup_delay_steps=%g (tf-slim '
-                   'rejects it with a sync optimizer)', startup_delay_steps)
-      startup_delay_steps = 0
-
-    if sync_optimizer is not None and is_chief:
-      on_finish = _release_workers_then(sync_optimizer, on_finish)
-    runner = training_loop.TrainStepRunner(
-        number_of_steps=train_config.num_steps or None,
-        examples_per_step=train_config.batch_size,
-        log_every_n_steps=train_config.log_every_n_steps,
-        is_chief=is_chief, saver=saver,
-        checkpoint_path=os.path.join(train_dir, 'model.ckpt'),
-        on_finish=on_finish, step_after_update=step_after_update)
-    config = session_config(train_config, base=session_config_override)
-    if master and not is_chief:
-      training_loop.wait_for_model_ready(master, config, startup_timeout_secs)
-    try:
-      _run_training(runner, train_tensor, train_dir, master, is_chief, config,
-                    startup_delay_steps, init_fn, summary_op, train_config,
-                    sync_optimizer, saver)
-    finally:
-      if train_config.use_mixed_precision:
-        # The rewrite is process-global; later graphs must not inherit it.
-        tf.compat.v1.mixed_precision.disable_mixed_precision_graph_rewrite()
-    runner.raise_if_preempted()
-    return runner.last_loss
-
-
-def _run_training(runner, train_tensor, train_dir, master, is_chief, config,
-                  startup_delay_steps, init_fn, summary_op, train_config,
-                  sync_optimizer, saver):
-  """`slim.learning.train` with the runner as step function and SIGTERM handling."""
-  with runner.handle_sigterm():
-    slim.learning.train(
-        train_tensor,
-        logdir=train_dir,
-        train_step_fn=runner,
-        master=master,
-        is_chief=is_chief,
-        session_config=config,
-        startup_delay_steps=startup_delay_steps,
-        init_fn=init_fn,
-        summary_op=summary_op,
-        number_of_steps=train_config.num_steps or None,
-        save_summaries_secs=train_config.save_summaries_secs,
-        save_interval_secs=train_config.save_interval_secs,
-        sync_optimizer=sync_optimizer,
-        saver=saver,
-        ignore_live_threads=sync_optimizer is not None)
+      # The rewrite is process-global; later graphs must not inherit it.
+      tf.compat.v1.mixed_precision.disable_mixed_precision_graph_rewrite()

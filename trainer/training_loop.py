@@ -67,48 +67,6 @@ def _format_duration(seconds):
   return '%d:%02d:%02d' % (hours, minutes, seconds)
 
 
-def wait_for_model_ready(master, config, timeout_secs, log_every_secs=5.0, poll_secs=0.5):
-  """Non-chief tasks: waits until the chief initialised the default graph's variables.
-
-  The Supervisor of a non-chief worker re-checks only every 30 s; this polls
-  every `poll_secs`, logs every `log_every_secs` and gives up with a clear
-  error after `timeout_secs`.
-
-  Args:
-    master: gRPC target of this task's server.
-    config: the session ConfigProto (device filters included).
-    timeout_secs: deploy_config.startup_timeout_secs.
-    log_every_secs: seconds between "waiting" log lines.
-    poll_secs: seconds between checks.
-
-  Raises:
-    TimeoutError: naming what is still uninitialised.
-  """
-  ready_op = tf.compat.v1.report_uninitialized_variables(tf.compat.v1.global_variables())
-  options = tf.compat.v1.RunOptions(timeout_in_ms=int(max(poll_secs, 5.0) * 1000))
-  start = last_log = time.time()
-  with tf.compat.v1.Session(master, config=config) as sess:
-    while True:
-      try:
-        missing = sess.run(ready_op, options=options)
-      except (tf.errors.DeadlineExceededError, tf.errors.UnavailableError,
-              tf.errors.AbortedError) as e:
-        missing = [e.message.encode()]
-      if not len(missing):
-        return
-      waited = time.time() - start
-      if waited > timeout_secs:
-        raise TimeoutError(
-            'the chief did not initialise the model within %.0f s '
-            '(deploy_config.startup_timeout_secs=%d); still uninitialised: %s' % (
-                waited, timeout_secs, b', '.join(missing[:5]).decode()))
-      if time.time() - last_log >= log_every_secs:
-        logging.info('waiting for the chief to initialise the model (%.0f s of %d s)',
-                     waited, timeout_secs)
-        last_log = time.time()
-      time.sleep(poll_secs)
-
-
 class TrainStepRunner:
   """A `train_step_fn` for `slim.learning.train`: one run per step.
 

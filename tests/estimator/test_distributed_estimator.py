@@ -5,7 +5,8 @@ its own TF_CONFIG. Training ends by early stopping only (max_steps is huge),
 which checks the fixes over tf.estimator: the worker stops through the STOP
 variable it polls on the ps, the evaluator exits after evaluating the
 checkpoint that carries STOP (and does the final export), and the ps exits
-when the chief has seen every worker finish. All four must exit 0.
+once the chief and every worker told it they finished. All four must
+exit 0.
 """
 
 import json

@@ -172,6 +172,51 @@ def test_fine_tune_restores_model_variables_but_not_the_global_step(tmp_path):
     np.testing.assert_array_equal(_read(source, name), _read(target, name))
 
 
+class _RecordingModel(TinyDetectionModel):
+  """Remembers the checkpoint type `build_init_fn` asked it for."""
+
+  def restore_map(self, fine_tune_checkpoint_type='detection',
+                  load_all_detection_checkpoint_vars=False):
+    self.asked_type = fine_tune_checkpoint_type
+    return super().restore_map(fine_tune_checkpoint_type, load_all_detection_checkpoint_vars)
+
+
+@pytest.mark.parametrize('from_detection, expected', [(True, 'detection'),
+                                                      (False, 'classification')])
+def test_build_init_fn_picks_the_deprecated_type_without_writing_the_config(
+    tmp_path, from_detection, expected):
+  source = str(tmp_path / 'source')
+  _train(source, _train_config(num_steps=1))
+  config = _train_config(fine_tune_checkpoint=tf.train.latest_checkpoint(source),
+                         from_detection_checkpoint=from_detection)
+  before = config.SerializeToString()
+  with tf.Graph().as_default():
+    model = _RecordingModel(NUM_CLASSES)
+    model.predict(tf.zeros([1, 8, 8, 3]), None)
+    assert trainer.build_init_fn(model, config) is not None
+  assert model.asked_type == expected
+  assert config.SerializeToString() == before
+  assert not config.HasField('fine_tune_checkpoint_type')
+
+
+def test_build_training_graph_then_run_training_is_train(tmp_path):
+  config = _train_config(num_steps=3)
+  graph = trainer.build_training_graph(
+      create_tensor_dict_fn, lambda: TinyDetectionModel(NUM_CLASSES), config, task=0,
+      num_clones=1, worker_replicas=1, clone_on_cpu=True, ps_tasks=0,
+      worker_job_name='worker')
+  assert isinstance(graph, trainer.TrainingGraph)
+  assert graph.sync_optimizer is None and graph.init_fn is None
+  assert graph.train_tensor.graph is graph.graph
+  assert graph.step_after_update.op.name == 'global_step_after_update'
+  # Nothing ran yet: no checkpoint.
+  assert tf.train.latest_checkpoint(str(tmp_path)) is None
+  loss = trainer.run_training(graph, config, str(tmp_path),
+                              session_config_override=test_util.session_config(num_cpus=1))
+  assert np.isfinite(loss)
+  assert _read(str(tmp_path), 'global_step') == 3
+
+
 def test_nan_loss_names_the_step_and_keeps_the_checkpoint(tmp_path):
   _train(str(tmp_path), _train_config(num_steps=2))
   weights = _read(str(tmp_path), 'ClassPredictor/weights')

@@ -15,14 +15,15 @@ The same call works on a laptop and on a cluster; TF_CONFIG (read by
   `throttle_secs=0` evaluates every checkpoint). The checkpoint at the end
   of training is always evaluated and is the final export. Returns the last
   metrics and export results.
-* `chief` / `master`: trains (the master also evaluates, as in local mode);
-  at the end it waits (bounded) for the workers to finish and then tells the
-  ps tasks that training is over.
+* `chief` / `master`: trains (the master also evaluates, as in local mode),
+  then tells the ps tasks that it finished.
 * `worker`: waits a little (`min(60, 5 * (index + 1))` seconds, as
   tf.estimator) so the chief can initialise the model, trains, then tells the
-  chief it is done.
-* `ps`: serves the variables until the chief says training is over, then
-  returns (tf.estimator's ps ran `server.join()` forever).
+  ps tasks that it finished.
+* `ps`: serves the variables until the chief and every worker said they
+  finished (or the workers' grace period after the chief ran out), then
+  returns (tf.estimator's ps ran `server.join()` forever). The done signal is
+  `deployment.cluster_runtime`'s, the same as `python -m trainer.train`'s.
 * `evaluator` (outside the cluster, reading model_dir): after
   `start_delay_secs`, evaluates each new checkpoint at most every
   `throttle_secs` and returns after the final one (global step >= max_steps,
@@ -41,15 +42,12 @@ import tensorflow as tf
 
 from core import checkpoints
 from deployment import cluster as cluster_lib
-from trainer import cluster_roles
+from deployment import cluster_runtime
 from trainer.estimator import early_stopping
 from trainer.estimator import estimator as estimator_lib
 from trainer.estimator import exporter as exporter_lib
 from trainer.estimator import util
 
-_WORKERS_DONE_QUEUE = 'slimtrain_estimator_workers_done'
-_WORKERS_DONE_TIMEOUT_SECS = 600
-_POLL_SECS = 5.0
 _MISSING_CHECKPOINT_WARNING_SECS = 600
 _MAX_WORKER_DELAY_SECS = 60
 _WORKER_DELAY_SECS_PER_INDEX = 5
@@ -408,7 +406,7 @@ class _TrainingExecutor(object):
     return self._train_and_evaluate_in_process()
 
   def _cluster(self):
-    """This task as a `deployment.cluster.ClusterConfig` (for cluster_roles)."""
+    """This task as a `deployment.cluster.ClusterConfig` (for cluster_runtime)."""
     return cluster_lib.ClusterConfig(self._config.cluster_spec.as_dict(),
                                      self._config.task_type, self._config.task_id)
 
@@ -425,12 +423,10 @@ class _TrainingExecutor(object):
     return cluster.start_server(config=server_config)
 
   def _finish_chief(self, server):
-    """Waits for the workers to finish, then releases the ps tasks."""
+    """Tells the ps tasks that the chief finished (they wait for the workers)."""
     cluster = self._cluster()
-    if server is None or not cluster.num_ps_tasks:
-      return
-    _wait_for_workers(server, cluster)
-    cluster_roles.signal_training_done(server.target, cluster)
+    if server is not None and cluster.num_ps_tasks:
+      cluster_runtime.signal_training_done(server.target, cluster)
 
   def run_chief(self):
     server = self._start_server()
@@ -455,9 +451,8 @@ class _TrainingExecutor(object):
       time.sleep(delay)
     self._train()
     if server is not None:
-      _report_worker_done(server, self._cluster())
       # The ps tasks exit once the chief and every worker said they are done.
-      cluster_roles.signal_training_done(server.target, self._cluster())
+      cluster_runtime.signal_training_done(server.target, self._cluster())
     return None, []
 
   def run_ps(self):
@@ -465,7 +460,7 @@ class _TrainingExecutor(object):
     if server is None:
       raise ValueError('A ps task needs a cluster with more than one task; got {}'.format(
           self._config.cluster_spec.as_dict()))
-    cluster_roles.serve_until_training_done(server, self._cluster())
+    cluster_runtime.serve_until_training_done(server, self._cluster())
     return None, []
 
   def run_evaluator(self):
@@ -497,59 +492,3 @@ class _TrainingExecutor(object):
         self._estimator.model_dir, evaluate, min_interval_secs=self._eval_spec.throttle_secs,
         stop_fn=final_checkpoint_evaluated)
     return outcome.result.metrics, evaluator.last_export_results
-
-
-def _workers_done_queue(cluster):
-  with tf.compat.v1.device(cluster_roles.chief_device(cluster)):
-    return tf.queue.FIFOQueue(capacity=max(1, cluster.num_worker_replicas), dtypes=[tf.int32],
-                              shapes=[[]], shared_name=_WORKERS_DONE_QUEUE,
-                              name='workers_done_queue')
-
-
-def _chief_job_filter(cluster):
-  return cluster_roles.chief_device(cluster).rsplit('/device', 1)[0]
-
-
-def _report_worker_done(server, cluster):
-  """A worker tells the chief that it has finished training."""
-  with tf.Graph().as_default():
-    enqueue = _workers_done_queue(cluster).enqueue([cluster.task_index])
-    config = tf.compat.v1.ConfigProto(device_filters=[
-        _chief_job_filter(cluster), '/job:%s/task:%d' % (cluster.task_type, cluster.task_index)])
-    options = tf.compat.v1.RunOptions(timeout_in_ms=int(60 * 1000))
-    try:
-      with tf.compat.v1.Session(server.target, config=config) as sess:
-        sess.run(enqueue, options=options)
-      logging.info('Told the chief that worker %d is done.', cluster.task_index)
-    except tf.errors.OpError as e:
-      logging.warning('Could not tell the chief that worker %d is done: %s',
-                      cluster.task_index, e.message)
-
-
-def _wait_for_workers(server, cluster, timeout_secs=_WORKERS_DONE_TIMEOUT_SECS):
-  """The chief waits until every worker has reported the end of its training.
-
-  The ps tasks must outlive the last worker: a worker still finishing its
-  last step would otherwise lose its variables.
-  """
-  num_workers = len(cluster.cluster.get('worker', []))
-  if not num_workers:
-    return
-  with tf.Graph().as_default():
-    dequeue = _workers_done_queue(cluster).dequeue()
-    config = tf.compat.v1.ConfigProto(device_filters=[_chief_job_filter(cluster)])
-    options = tf.compat.v1.RunOptions(timeout_in_ms=int(_POLL_SECS * 1000))
-    deadline = time.time() + timeout_secs
-    done = []
-    with tf.compat.v1.Session(server.target, config=config) as sess:
-      while len(done) < num_workers:
-        try:
-          done.append(int(sess.run(dequeue, options=options)))
-        except tf.errors.DeadlineExceededError:
-          if time.time() > deadline:
-            logging.warning('Workers %s did not report the end of training within %d secs; '
-                            'releasing the ps tasks anyway.', sorted(
-                                set(range(num_workers)) - set(done)), timeout_secs)
-            return
-          logging.info('Waiting for %d worker(s) to finish training.', num_workers - len(done))
-  logging.info('All %d worker(s) finished training.', num_workers)

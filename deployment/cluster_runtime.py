@@ -1,20 +1,36 @@
-"""How parameter servers learn that training is over.
+"""The distributed runtime: startup waits, the ps serving loop, the done signal.
 
-Upstream, a ps task runs `server.join()` and never returns, so every job
-needs an external kill. Here each ps task owns a small "done" queue, shared
-by name with the training tasks: when one finishes, it puts its token into
-every ps queue. A ps exits 0 once the chief's token and every worker's token
-arrived (or the workers' grace period after the chief's ran out). While it
-waits, the ps checks that the chief is reachable; if the chief has been gone
-longer than `chief_timeout_secs`, the ps exits non-zero with a message saying
-so. `wait_for_tasks` lets training tasks wait for late ps tasks with a log
-line every few seconds and a clear error after the startup timeout.
+Every cluster task, whichever workflow started it (`python -m trainer.train`
+or `trainer.estimator.train_and_evaluate`), follows one protocol:
 
-    # ps task (python -m trainer.train does this from TF_CONFIG):
-    cluster_roles.serve_until_training_done(server, cluster, chief_timeout_secs=300)
+1. Startup. A training task first waits until every ps task accepts
+   connections (`wait_for_tasks`); a non-chief task then waits until the chief
+   has initialised the model (`wait_for_model_ready`). Both log while they
+   wait and raise a clear error naming the deploy_config field once their
+   timeout is spent, instead of TF's silent, endless retry.
+2. Serving. A ps task runs `serve_until_training_done`: it serves the
+   variables and, between polls of its done queue, checks that the chief's
+   port still answers.
+3. Done signal. Each ps task owns a small FIFO queue, shared by name. A
+   training task that finished puts its token (-1 for a chief or master, else
+   its worker index) into every ps task's queue (`signal_training_done`). A ps
+   returns once it has the chief's token and every worker's, or when the
+   workers' grace period after the chief's token ran out; it raises
+   `ChiefLostError` when the chief has been unreachable too long.
 
-    # every training task, once it has finished:
-    cluster_roles.signal_training_done(master, cluster)
+    # ps task:
+    server = cluster.start_server()
+    cluster_runtime.serve_until_training_done(server, cluster, chief_timeout_secs=300)
+
+    # training task:
+    cluster_runtime.wait_for_tasks(cluster.cluster_spec.job_tasks('ps'), timeout_secs=600)
+    ...  # train
+    cluster_runtime.signal_training_done(server.target, cluster)
+
+Differs on purpose from the originals (a ps that runs `server.join()` forever
+and needs an external kill; tf.estimator's chief that waited on its own
+"workers done" queue): the ps exits 0 by itself, and the ps, which must
+outlive every worker anyway, is the one place that counts who finished.
 """
 
 import socket
@@ -99,6 +115,48 @@ def wait_for_tasks(addresses, timeout_secs, what='ps tasks', log_every_secs=5.0,
                    waited, timeout_secs)
       last_log = time.time()
     time.sleep(poll_secs)
+
+
+def wait_for_model_ready(master, config, timeout_secs, log_every_secs=5.0, poll_secs=0.5):
+  """Non-chief tasks: waits until the chief initialised the default graph's variables.
+
+  The Supervisor of a non-chief worker re-checks only every 30 s; this polls
+  every `poll_secs`, logs every `log_every_secs` and gives up with a clear
+  error after `timeout_secs`.
+
+  Args:
+    master: gRPC target of this task's server.
+    config: the session ConfigProto (device filters included).
+    timeout_secs: deploy_config.startup_timeout_secs.
+    log_every_secs: seconds between "waiting" log lines.
+    poll_secs: seconds between checks.
+
+  Raises:
+    TimeoutError: naming what is still uninitialised.
+  """
+  ready_op = tf.compat.v1.report_uninitialized_variables(tf.compat.v1.global_variables())
+  options = tf.compat.v1.RunOptions(timeout_in_ms=int(max(poll_secs, 5.0) * 1000))
+  start = last_log = time.time()
+  with tf.compat.v1.Session(master, config=config) as sess:
+    while True:
+      try:
+        missing = sess.run(ready_op, options=options)
+      except (tf.errors.DeadlineExceededError, tf.errors.UnavailableError,
+              tf.errors.AbortedError) as e:
+        missing = [e.message.encode()]
+      if not len(missing):
+        return
+      waited = time.time() - start
+      if waited > timeout_secs:
+        raise TimeoutError(
+            'the chief did not initialise the model within %.0f s '
+            '(deploy_config.startup_timeout_secs=%d); still uninitialised: %s' % (
+                waited, timeout_secs, b', '.join(missing[:5]).decode()))
+      if time.time() - last_log >= log_every_secs:
+        logging.info('waiting for the chief to initialise the model (%.0f s of %d s)',
+                     waited, timeout_secs)
+        last_log = time.time()
+      time.sleep(poll_secs)
 
 
 def replica_token(cluster):
