@@ -19,6 +19,9 @@ Map:
   `train_and_evaluate`) send to the ps tasks.
 * `sync_replicas.py`: a `SyncReplicasOptimizer` whose chief stops cleanly
   after the last step and releases the workers.
+* `fault_tolerance.py`: bounded shutdown after SIGTERM (watchdog, a thread
+  that hears the signal during a blocked run), the sync replicas' delivery
+  stamps and their monitor, the recovery deadline after a lost peer.
 """
 
 from core import compat  # noqa: F401  (must run before tf_slim is used)

@@ -36,6 +36,7 @@ session, so queues and readers start clean; and every recovery has a deadline
 after which the task exits retryable instead of retrying forever.
 """
 
+import contextlib
 import os
 import re
 import signal
@@ -63,6 +64,10 @@ def exit_now(code, message):
   `Session.close()`); `os._exit` does not.
   """
   logging.error('%s', message)
+  _exit(code)
+
+
+def _exit(code):
   logging.flush()
   sys.stdout.flush()
   sys.stderr.flush()
@@ -71,11 +76,24 @@ def exit_now(code, message):
 
 def _run_bounded(function, timeout_secs, what):
   """Runs `function()` in a daemon thread; gives up waiting after `timeout_secs`."""
-  thread = threading.Thread(target=function, name=what, daemon=True)
+  def run():
+    try:
+      function()
+    except Exception as e:  # pylint: disable=broad-except
+      logging.warning('%s failed: %s', what, e)
+  thread = threading.Thread(target=run, name=what, daemon=True)
   thread.start()
   thread.join(timeout_secs)
   if thread.is_alive():
     logging.warning('%s did not finish within %.0f s; going on without it', what, timeout_secs)
+
+
+def exit_after(code, message, last_words=None):
+  """Runs `last_words()` (for at most 15 s), then `exit_now(code, message)`."""
+  logging.error('%s', message)
+  if last_words is not None:
+    _run_bounded(last_words, _LAST_WORDS_SECS, 'last words before exiting')
+  _exit(code)
 
 
 class Watchdog(object):
@@ -116,10 +134,7 @@ class Watchdog(object):
       return
     message = self._message() if callable(self._message) else self._message
     code = self._code() if callable(self._code) else self._code
-    logging.error('%s', message)
-    if self._last_words is not None:
-      _run_bounded(self._last_words, _LAST_WORDS_SECS, 'last words before exiting')
-    exit_now(code, message)
+    exit_after(code, message, self._last_words)
 
 
 class SignalWatch(object):
@@ -163,6 +178,82 @@ class SignalWatch(object):
       for signum in data:
         if signum in self._signals:
           self._callback(signum)
+
+
+_sigterm_listeners = []
+_sigterm_watch = None
+
+
+def _notify_sigterm_listeners(unused_signum):
+  for callback in list(_sigterm_listeners):
+    callback()
+
+
+def add_sigterm_listener(callback):
+  """Calls `callback()` from a thread the moment SIGTERM arrives.
+
+  Signals belong to the process, so one `SignalWatch` serves every listener;
+  call this from the main thread (elsewhere nothing is watched). Someone must
+  have installed a Python SIGTERM handler (the trainer's preemption handler).
+
+  Returns:
+    A function that removes the listener again.
+  """
+  global _sigterm_watch
+  if threading.current_thread() is not threading.main_thread():
+    return lambda: None
+  if _sigterm_watch is None:
+    _sigterm_watch = SignalWatch(_notify_sigterm_listeners).install()
+  _sigterm_listeners.append(callback)
+
+  def remove():
+    if callback in _sigterm_listeners:
+      _sigterm_listeners.remove(callback)
+  return remove
+
+
+class TaskFaults(object):
+  """How one training task of a cluster meets faults; `trainer.train` takes one.
+
+  Args:
+    termination_grace_secs: after SIGTERM, the longest this task takes to
+      exit (deploy_config.termination_grace_secs); None: unbounded.
+    replica_timeout_secs: deploy_config.replica_timeout_secs (sync replicas).
+    replica_names: every training task of the job ('/job:chief/task:0', ...);
+      with sync replicas they are watched for missing gradients.
+    replica_name: this task's name among them.
+    recovery: a `Recovery`, or None not to recover from lost peers.
+    end_job: optional callable(message) telling the ps tasks the job failed
+      (the chief's, before a retryable exit).
+  """
+
+  def __init__(self, termination_grace_secs=None, replica_timeout_secs=300,
+               replica_names=(), replica_name=None, recovery=None, end_job=None):
+    self.termination_grace_secs = termination_grace_secs
+    self.replica_timeout_secs = replica_timeout_secs
+    self.replica_names = list(replica_names)
+    self.replica_name = replica_name
+    self.recovery = recovery
+    self.end_job = end_job
+
+  @contextlib.contextmanager
+  def noting_lost_peers(self, last_step_fn):
+    """Starts the recovery deadline for a lost peer that escapes the block.
+
+    Args:
+      last_step_fn: returns the last global step reached (for the log line).
+    """
+    try:
+      yield
+    except PEER_ERRORS as e:
+      if self.recovery is not None and not self.recovery.recovering:
+        self.recovery.lost(e, last_step_fn())
+      raise
+
+  @property
+  def watches_replicas(self):
+    """Whether sync replicas should stamp and watch their deliveries."""
+    return len(self.replica_names) > 1 and self.replica_name in self.replica_names
 
 
 def _reachable(address, timeout_secs=1.0):
@@ -243,6 +334,7 @@ class Recovery(object):
       missing = [n for a, n in zip(addresses, names) if not _reachable(a)]
       if not missing:
         return
+      self._lost = ', '.join(missing)  # What the timeout message names.
       if time.time() - last_log >= 5.0:
         logging.info('waiting for %s to come back (%.0f s; deploy_config.'
                      'recovery_timeout_secs=%d)', ', '.join(missing), time.time() - start,
@@ -261,17 +353,40 @@ class Recovery(object):
                     self._lost_at_step)
 
 
-def _stamp_variable_name(task_name):
-  return 'slimtrain_replica_delivered' + re.sub(r'[^A-Za-z0-9]+', '_', task_name)
+class _Stamps(object):
+  """One bare int64 resource variable per replica on `device`, named `prefix` + replica."""
+
+  def __init__(self, prefix, replica_names, device):
+    self.handles = {}
+    for name in replica_names:
+      variable_name = prefix + re.sub(r'[^A-Za-z0-9]+', '_', name)
+      self.handles[name] = tf.raw_ops.VarHandleOp(
+          dtype=tf.int64, shape=[], shared_name=variable_name, name=variable_name)
+    self._names = list(replica_names)
+    self._initialized = [tf.raw_ops.VarIsInitializedOp(resource=self.handles[n])
+                         for n in self._names]
+    self._reads = [tf.raw_ops.ReadVariableOp(resource=self.handles[n], dtype=tf.int64)
+                   for n in self._names]
+
+  def read(self, sess, options):
+    """{replica name: value, or None if never assigned}."""
+    initialized = sess.run(self._initialized, options=options)
+    reads = [r for r, ok in zip(self._reads, initialized) if ok]
+    values = iter(sess.run(reads, options=options) if reads else [])
+    return {name: int(next(values)) if ok else None
+            for name, ok in zip(self._names, initialized)}
 
 
 class ReplicaProgress(object):
-  """Per sync replica, the global step it last delivered gradients for, on the ps.
+  """Per sync replica, on the ps: the step it last delivered gradients for, and a heartbeat.
 
-  The stamps are bare resource variables (no collection): savers,
-  initialisers and the ready check never see them, each replica creates its
-  own stamp with its first assignment, and a stamp never assigned reads as
-  "never delivered".
+  The delivery stamp is the local step its gradients carry (what the
+  accumulators compare with the global step). The heartbeat is a counter its
+  `ReplicaMonitor` bumps every poll, so a replica blocked in a step (waiting
+  for its token) is told apart from a dead or cut-off one. Both are bare
+  resource variables (no collection): savers, initialisers and the ready
+  check never see them, each replica creates its own with its first
+  assignment, and one never assigned reads as None.
 
   Args:
     replica_names: every training task, e.g. ['/job:chief/task:0',
@@ -282,16 +397,12 @@ class ReplicaProgress(object):
   def __init__(self, replica_names, device):
     self.replica_names = list(replica_names)
     self._device = device
-    self._handles = {}
     with tf.compat.v1.device(device):
-      for name in self.replica_names:
-        self._handles[name] = tf.raw_ops.VarHandleOp(
-            dtype=tf.int64, shape=[], shared_name=_stamp_variable_name(name),
-            name=_stamp_variable_name(name))
-      self._initialized = [tf.raw_ops.VarIsInitializedOp(resource=self._handles[n])
-                           for n in self.replica_names]
-      self._reads = [tf.raw_ops.ReadVariableOp(resource=self._handles[n], dtype=tf.int64)
-                     for n in self.replica_names]
+      self._delivered = _Stamps('slimtrain_replica_delivered', self.replica_names, device)
+      self._alive = _Stamps('slimtrain_replica_alive', self.replica_names, device)
+      self._beat_value = tf.compat.v1.placeholder(tf.int64, [], name='replica_heartbeat')
+      self._beats = {name: tf.raw_ops.AssignVariableOp(resource=handle, value=self._beat_value)
+                     for name, handle in self._alive.handles.items()}
 
   def stamp(self, replica_name, step, after):
     """An op recording that `replica_name` delivered gradients for `step`.
@@ -305,16 +416,35 @@ class ReplicaProgress(object):
       The assignment op; run it with the train op.
     """
     with tf.compat.v1.device(self._device), tf.control_dependencies(after):
-      return tf.raw_ops.AssignVariableOp(resource=self._handles[replica_name],
+      return tf.raw_ops.AssignVariableOp(resource=self._delivered.handles[replica_name],
                                          value=tf.cast(step, tf.int64))
+
+  def stamp_delivery(self, replica_name, sync_optimizer, gradients):
+    """The op stamping the local step `sync_optimizer`'s gradients carry.
+
+    Call it after `sync_optimizer.apply_gradients` (which creates that local
+    step). It waits for the gradients, not for the token, so a step blocked
+    on a missing replica is already stamped.
+
+    Args:
+      replica_name: this replica, one of `replica_names`.
+      sync_optimizer: a `deployment.sync_replicas.SyncReplicasOptimizer`.
+      gradients: this step's gradients (None entries are skipped).
+    """
+    return self.stamp(replica_name, sync_optimizer.local_step.read_value(),
+                      after=[g for g in gradients if g is not None])
 
   def read(self, sess, options=None):
     """{replica name: last delivered step, or None if it never delivered}."""
-    initialized = sess.run(self._initialized, options=options)
-    reads = [r for r, ok in zip(self._reads, initialized) if ok]
-    values = iter(sess.run(reads, options=options) if reads else [])
-    return {name: int(next(values)) if ok else None
-            for name, ok in zip(self.replica_names, initialized)}
+    return self._delivered.read(sess, options)
+
+  def heartbeats(self, sess, options=None):
+    """{replica name: heartbeat counter, or None if it never beat}."""
+    return self._alive.read(sess, options)
+
+  def beat(self, sess, replica_name, count, options=None):
+    """Sets `replica_name`'s heartbeat counter to `count`."""
+    sess.run(self._beats[replica_name], feed_dict={self._beat_value: count}, options=options)
 
 
 def replica_log_interval(timeout_secs):
@@ -323,26 +453,37 @@ def replica_log_interval(timeout_secs):
 
 
 class ReplicaMonitor(object):
-  """Watches a sync-replicas job for a step that does not advance.
+  """Watches a sync-replicas job for replicas that stopped delivering gradients.
 
-  While the global step stays put, logs every `replica_log_interval` which
-  replicas have not delivered gradients for it; once it has stayed put for
-  `timeout_secs` with a replica missing, calls `on_timeout(message)` (which
-  ends the process).
+  A replica is missing when it has not delivered gradients for the current
+  global step and its heartbeat stopped (dead or cut off; the others may go
+  on without it on leftover tokens), or, when every late replica still
+  beats, while the global step stays put. The monitor logs the missing
+  replicas every `replica_log_interval`; once one has been missing for
+  `timeout_secs` it calls `on_timeout(message, sess)` (which ends the
+  process).
 
   Args:
     progress: the graph's `ReplicaProgress`.
     global_step: the global step tensor.
     timeout_secs: deploy_config.replica_timeout_secs.
-    on_timeout: callable(message) run from the monitor's thread.
+    on_timeout: callable(message, sess) run from the monitor's thread.
     final_step: the training's last step (None: no end); reaching it is not
       a stall.
     poll_secs: seconds between reads.
+    replica_name: this task's replica, whose heartbeat the monitor bumps
+      (None: no heartbeat).
+    silent_secs: a heartbeat unchanged this long counts as stopped (default:
+      5 polls, at least 10 s).
   """
 
   def __init__(self, progress, global_step, timeout_secs, on_timeout, final_step=None,
-               poll_secs=2.0):
+               poll_secs=2.0, replica_name=None, silent_secs=None):
     self._progress = progress
+    self._replica_name = replica_name
+    self._beat_count = 0
+    self._silent_secs = silent_secs or max(10.0, 5 * poll_secs)
+    self._beats_seen = {}  # replica -> (counter, when it last changed)
     self._global_step = global_step
     self._timeout_secs = timeout_secs
     self._on_timeout = on_timeout
@@ -350,6 +491,40 @@ class ReplicaMonitor(object):
     self._poll_secs = poll_secs
     self._stop = threading.Event()
     self._thread = None
+
+  @classmethod
+  def for_task(cls, progress, global_step, faults, final_step=None, saver=None,
+               checkpoint_path=None):
+    """The monitor of a training task: on timeout, save, tell the ps, exit retryable.
+
+    Args:
+      progress: the graph's `ReplicaProgress`.
+      global_step: the graph's global step tensor.
+      faults: the task's `TaskFaults` (timeout, `end_job`).
+      final_step: the training's last step (0 or None: none).
+      saver: the chief's `Saver`, to checkpoint the step reached; None for
+        the other tasks.
+      checkpoint_path: the checkpoint prefix for `saver`.
+
+    Returns:
+      A `ReplicaMonitor`.
+    """
+    def save(sess):
+      # From the monitor's thread, whose default context is eager: enter the graph.
+      with sess.graph.as_default():
+        step = int(sess.run(global_step))
+        path = saver.save(sess, checkpoint_path, global_step=step, write_meta_graph=False)
+      logging.info('sync replicas: wrote checkpoint %s before exiting', path)
+
+    def give_up(message, sess):
+      def last_words():
+        if saver is not None:
+          _run_bounded(lambda: save(sess), _LAST_WORDS_SECS, 'the final checkpoint')
+        if faults.end_job is not None:
+          faults.end_job(message)
+      exit_after(exit_codes.RETRYABLE, message, last_words)
+    return cls(progress, global_step, faults.replica_timeout_secs, give_up,
+               final_step=final_step or None, replica_name=faults.replica_name)
 
   def start(self, sess):
     """Starts watching through `sess` in a daemon thread (once)."""
@@ -361,31 +536,65 @@ class ReplicaMonitor(object):
   def stop(self):
     self._stop.set()
 
-  def _missing(self, sess, options):
-    """(global step, [replicas that did not deliver for it]); raises on read errors."""
+  def _silent(self, heartbeats, now):
+    """Replicas whose heartbeat has not changed for `silent_secs`."""
+    silent = set()
+    for name, count in heartbeats.items():
+      seen = self._beats_seen.get(name)
+      if seen is None or seen[0] != count:
+        self._beats_seen[name] = seen = (count, now)
+      if count is None or now - seen[1] >= self._silent_secs:
+        silent.add(name)
+    return silent
+
+  def _read(self, sess, options):
+    """(global step, replicas late for it, silent replicas); raises on read errors."""
+    if self._replica_name is not None:
+      self._beat_count += 1
+      self._progress.beat(sess, self._replica_name, self._beat_count, options=options)
     step = int(sess.run(self._global_step, options=options))
     stamps = self._progress.read(sess, options=options)
-    return step, [name for name, stamp in stamps.items() if stamp is None or stamp < step]
+    silent = self._silent(self._progress.heartbeats(sess, options=options), time.time())
+    late = [name for name, stamp in stamps.items() if stamp is None or stamp < step]
+    return step, late, silent
+
+  def _missing(self, step, late, silent, now):
+    """([replicas to name], since when they are missing) or ([], None).
+
+    A late and silent replica is gone, even if the others go on without it;
+    late replicas that still beat are missing only while the step is stuck.
+    """
+    if step != self._last_step or (self._final_step and step >= self._final_step):
+      self._last_step, self._stalled_since = step, now
+    gone = [name for name in late if name in silent]
+    self._gone_since = {name: self._gone_since.get(name, now) for name in gone}
+    if self._final_step and step >= self._final_step:
+      return [], None
+    if gone:
+      return gone, min(self._gone_since.values())
+    if late and now > self._stalled_since:
+      return late, self._stalled_since
+    return [], None
 
   def _loop(self, sess):
     options = tf.compat.v1.RunOptions(timeout_in_ms=10000)
-    last_step, since, last_log = None, time.time(), time.time()
+    self._last_step, self._stalled_since, self._gone_since = None, time.time(), {}
+    last_log = time.time()
     while not self._stop.wait(self._poll_secs):
       try:
-        step, missing = self._missing(sess, options)
+        step, late, silent = self._read(sess, options)
       except (tf.errors.OpError, RuntimeError):
         continue  # A lost ps is the recovery's business; a closed session ends us soon.
       now = time.time()
-      if step != last_step or (self._final_step and step >= self._final_step):
-        last_step, since, last_log = step, now, now
-        continue
+      missing, since = self._missing(step, late, silent, now)
       if not missing:
+        last_log = now
         continue
       message = ('sync replicas: no gradients from %s for global step %d in %.0f s '
                  '(deploy_config.replica_timeout_secs=%d)' % (
                      ', '.join(missing), step, now - since, self._timeout_secs))
       if now - since >= self._timeout_secs and not self._stop.is_set():
-        self._on_timeout(message + '; exiting retryable')
+        self._on_timeout(message + '; exiting retryable', sess)
         return
       if now - last_log >= replica_log_interval(self._timeout_secs):
         logging.warning('%s', message)

@@ -149,7 +149,7 @@ def test_replica_monitor_names_the_missing_replica_after_the_timeout():
   timed_out = threading.Event()
   messages = []
 
-  def on_timeout(message):
+  def on_timeout(message, unused_sess):
     messages.append(message)
     timed_out.set()
 
@@ -170,6 +170,45 @@ def test_replica_monitor_names_the_missing_replica_after_the_timeout():
   assert 'deploy_config.replica_timeout_secs=1)' in messages[0]
 
 
+def test_replica_monitor_names_only_the_silent_replica_among_the_late_ones():
+  # Worker 0's gradients are stale too (it waits for a token), but its
+  # heartbeat goes on: only worker 1, silent, is named.
+  graph, global_step, progress, stamps, advance = _replica_graph()
+  messages = []
+  timed_out = threading.Event()
+  alive = threading.Event()
+
+  def on_timeout(message, unused_sess):
+    messages.append(message)
+    timed_out.set()
+
+  with tf.compat.v1.Session(graph=graph) as sess:
+    sess.run(tf.compat.v1.global_variables_initializer())
+    sess.run(list(stamps.values()))   # Everyone delivered for step 0...
+    sess.run(advance)                 # ...step 1: only the chief delivers.
+    sess.run(stamps['/job:chief/task:0'])
+
+    def worker0_heartbeat():
+      count = 0
+      while not alive.is_set():
+        count += 1
+        progress.beat(sess, '/job:worker/task:0', count)
+        time.sleep(0.05)
+    beating = threading.Thread(target=worker0_heartbeat, daemon=True)
+    beating.start()
+    monitor = fault_tolerance.ReplicaMonitor(
+        progress, global_step, timeout_secs=1.0, on_timeout=on_timeout, poll_secs=0.1,
+        replica_name='/job:chief/task:0', silent_secs=0.5)
+    monitor.start(sess)
+    assert timed_out.wait(30)
+    monitor.stop()
+    alive.set()
+    beating.join()
+    assert progress.heartbeats(sess)['/job:worker/task:1'] is None
+  assert messages[0].startswith('sync replicas: no gradients from /job:worker/task:1 for '
+                                'global step 1 in ')
+
+
 def test_replica_monitor_ignores_the_end_of_training():
   graph, global_step, progress, _, advance = _replica_graph()
   timed_out = threading.Event()
@@ -177,7 +216,7 @@ def test_replica_monitor_ignores_the_end_of_training():
     sess.run(tf.compat.v1.global_variables_initializer())
     sess.run(advance)
     monitor = fault_tolerance.ReplicaMonitor(progress, global_step, timeout_secs=0.5,
-                                             on_timeout=lambda m: timed_out.set(),
+                                             on_timeout=lambda *unused: timed_out.set(),
                                              final_step=1, poll_secs=0.1)
     monitor.start(sess)
     assert not timed_out.wait(2.0)
