@@ -20,8 +20,9 @@ Map:
 * `sync_replicas.py`: a `SyncReplicasOptimizer` whose chief stops cleanly
   after the last step and releases the workers.
 * `fault_tolerance.py`: bounded shutdown after SIGTERM (watchdog, a thread
-  that hears the signal during a blocked run), the sync replicas' delivery
-  stamps and their monitor, the recovery deadline after a lost peer.
+  that hears the signal during a blocked run), the recovery deadline after a
+  lost peer; `replica_watch.py`: sync replicas' delivery stamps, heartbeats
+  and the monitor that names a missing replica.
 """
 
 from core import compat  # noqa: F401  (must run before tf_slim is used)

@@ -323,8 +323,6 @@ def serve_until_training_done(server, cluster, chief_timeout_secs=300,
     JobFailedError: when the chief reported that the job failed.
   """
   tokens = _DoneTokens(cluster, chief_timeout_secs, termination_grace_secs)
-  chief_job = chief_device(cluster).split('/')[1][len('job:'):]
-  chief_address = cluster.cluster_spec.task_address(chief_job, 0)
   previous_handler = _on_sigterm(tokens)
   try:
     with tf.Graph().as_default() as graph:
@@ -334,8 +332,7 @@ def serve_until_training_done(server, cluster, chief_timeout_secs=300,
       config = tf.compat.v1.ConfigProto(
           device_filters=['/job:ps/task:%d' % cluster.task_index])
       with tf.compat.v1.Session(server.target, graph=graph, config=config) as sess:
-        chief_watch = _ChiefWatch(cluster, chief_address, chief_timeout_secs,
-                                  startup_timeout_secs)
+        chief_watch = ChiefWatch(cluster, chief_timeout_secs, startup_timeout_secs)
         while True:
           try:
             tokens.add(*sess.run(dequeue, options=wait_options))
@@ -351,18 +348,36 @@ def serve_until_training_done(server, cluster, chief_timeout_secs=300,
       signal.signal(signal.SIGTERM, previous_handler)
 
 
-class _ChiefWatch(object):
-  """Raises ChiefLostError once the chief's port has been closed too long."""
+class ChiefWatch(object):
+  """Raises ChiefLostError once the chief's port has been closed too long.
 
-  def __init__(self, cluster, chief_address, chief_timeout_secs, startup_timeout_secs):
+  A ps task checks between polls of its done queue; a worker of a ps cluster
+  runs `watch_in_thread` beside its training, so it never trains on with
+  nobody left to save its work.
+
+  Args:
+    cluster: this task's `deployment.cluster.ClusterConfig`.
+    chief_timeout_secs: the limit once the chief has been seen.
+    startup_timeout_secs: the limit for a chief never seen.
+  """
+
+  def __init__(self, cluster, chief_timeout_secs, startup_timeout_secs):
     self._cluster = cluster
-    self._address = chief_address
+    chief_job = chief_device(cluster).split('/')[1][len('job:'):]
+    self._address = cluster.cluster_spec.task_address(chief_job, 0)
+    self._chief = chief_device(cluster)
+    self._who = '%s task %d' % (cluster.task_type, cluster.task_index)
     self._chief_timeout_secs = chief_timeout_secs
     self._startup_timeout_secs = startup_timeout_secs
     self._start = time.time()
     self._last_seen = None
 
   def check(self):
+    """Returns if the chief answers (or has not been gone too long); logs while it waits.
+
+    Raises:
+      ChiefLostError: past the limit.
+    """
     # The chief's gRPC port answering proves its server is up (a restarted
     # chief included).
     if _reachable(self._address):
@@ -372,11 +387,27 @@ class _ChiefWatch(object):
     limit = (self._chief_timeout_secs if self._last_seen is not None
              else self._startup_timeout_secs)
     waited = time.time() - since
-    chief = chief_device(self._cluster)
     if waited > limit:
       raise ChiefLostError(
-          'ps task %d: chief %s unreachable for %.0f s (limit %d s, '
-          'deploy_config.chief_timeout_secs); exiting' % (
-              self._cluster.task_index, chief, waited, limit))
-    logging.info('ps task %d: waiting for chief %s (%.0f s)', self._cluster.task_index,
-                 chief, waited)
+          '%s: chief %s unreachable for %.0f s (limit %d s, '
+          'deploy_config.chief_timeout_secs); exiting' % (self._who, self._chief, waited, limit))
+    logging.info('%s: waiting for chief %s (%.0f s)', self._who, self._chief, waited)
+
+  def watch_in_thread(self, on_lost, poll_secs=_POLL_SECS):
+    """Checks every `poll_secs` in a daemon thread; calls `on_lost(message)` once.
+
+    Returns:
+      A `threading.Event`; set it to stop watching.
+    """
+    stop = threading.Event()
+
+    def watch():
+      while not stop.wait(poll_secs):
+        try:
+          self.check()
+        except ChiefLostError as e:
+          if not stop.is_set():
+            on_lost(str(e))
+          return
+    threading.Thread(target=watch, name='ChiefWatch', daemon=True).start()
+    return stop

@@ -30,6 +30,7 @@ docs/fault_tolerance.md.
 
 import functools
 import sys
+import threading
 
 from absl import app
 from absl import flags
@@ -154,6 +155,7 @@ def run(argv=None):
                   deployment_options=deploy.deployment_options,
                   startup_timeout_secs=deploy_config.startup_timeout_secs, faults=faults)
 
+  stop_watching_chief = _watch_chief(cluster, is_chief, timeouts)
   try:
     _train_until_done(train_once, cluster, faults)
   except training_loop.TrainingPreempted as e:
@@ -165,9 +167,23 @@ def run(argv=None):
   except (training_loop.NanLossError, TimeoutError) as e:
     logging.error('%s', e.message if hasattr(e, 'message') else e)
     return exit_codes.PERMANENT
+  finally:
+    stop_watching_chief.set()
   if cluster.is_distributed and ps_tasks:
     cluster_runtime.signal_training_done(master, cluster)
   return exit_codes.DONE
+
+
+def _watch_chief(cluster, is_chief, timeouts):
+  """A worker of a ps cluster exits retryable once the chief is lost; returns the stop event.
+
+  Without the chief nobody saves the work, so training on would only waste it.
+  """
+  if is_chief or not cluster.is_distributed or not cluster.num_ps_tasks:
+    return threading.Event()
+  watch = cluster_runtime.ChiefWatch(cluster, timeouts.chief, timeouts.startup)
+  return watch.watch_in_thread(
+      lambda message: fault_tolerance.exit_now(exit_codes.RETRYABLE, message))
 
 
 def _task_faults(cluster, master, timeouts, is_chief):

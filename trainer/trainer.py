@@ -58,6 +58,7 @@ from core import variables_helper
 from deployment import cluster_runtime
 from deployment import fault_tolerance
 from deployment import model_deploy
+from deployment import replica_watch
 from deployment import sync_replicas
 from trainer import numerics
 from trainer import training_loop
@@ -353,7 +354,7 @@ class TrainingGraph(collections.namedtuple('TrainingGraph', [
     sync_optimizer: the `deployment.sync_replicas.SyncReplicasOptimizer`, or
       None without `train_config.sync_replicas`.
     replica_progress: the sync replicas' delivery stamps
-      (`deployment.fault_tolerance.ReplicaProgress`), or None.
+      (`deployment.replica_watch.ReplicaProgress`), or None.
   """
 
 
@@ -395,7 +396,7 @@ def build_training_graph(create_tensor_dict_fn, create_model_fn, train_config, t
         graph_hook_fn()
     replica_progress = None
     if train_config.sync_replicas and faults is not None and faults.watches_replicas:
-      replica_progress = fault_tolerance.ReplicaProgress(faults.replica_names,
+      replica_progress = replica_watch.ReplicaProgress(faults.replica_names,
                                                          global_step.device)
     with tf.compat.v1.device(deploy_config.optimizer_device()):
       optimizer, sync_optimizer = _build_optimizer(train_config, worker_replicas,
@@ -530,7 +531,7 @@ def run_training(training_graph, train_config, train_dir, master='', is_chief=Tr
       saver=training_graph.saver, checkpoint_path=os.path.join(train_dir, 'model.ckpt'),
       on_finish=on_finish, step_after_update=training_graph.step_after_update,
       faults=faults, replica_monitor=training_graph.replica_progress and (
-          fault_tolerance.ReplicaMonitor.for_task(
+          replica_watch.ReplicaMonitor.for_task(
               training_graph.replica_progress,
               tf.compat.v1.train.get_global_step(training_graph.graph), faults,
               final_step=train_config.num_steps,

@@ -93,7 +93,7 @@ class TrainStepRunner:
       beside the train op may be the value before the update, and training
       would run one step past `number_of_steps`.
     faults: optional `deployment.fault_tolerance.TaskFaults`.
-    replica_monitor: optional `fault_tolerance.ReplicaMonitor`, started with
+    replica_monitor: optional `deployment.replica_watch.ReplicaMonitor`, started with
       the first step and stopped when training ends.
   """
 

@@ -1,4 +1,4 @@
-"""deployment.fault_tolerance: watchdogs, SIGTERM during a blocked run, replica stamps."""
+"""fault_tolerance and replica_watch: watchdogs, SIGTERM in a blocked run, replica stamps."""
 
 import os
 import signal
@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from deployment import exit_codes
 from deployment import fault_tolerance
+from deployment import replica_watch
 from tests import cluster_util
 
 tf.compat.v1.disable_eager_execution()
@@ -124,7 +125,7 @@ def _replica_graph():
   with graph.as_default():
     global_step = tf.compat.v1.train.get_or_create_global_step()
     names = ['/job:chief/task:0', '/job:worker/task:0', '/job:worker/task:1']
-    progress = fault_tolerance.ReplicaProgress(names, device='/cpu:0')
+    progress = replica_watch.ReplicaProgress(names, device='/cpu:0')
     stamps = {n: progress.stamp(n, global_step.read_value(), after=[]) for n in names}
     advance = global_step.assign_add(1)
   return graph, global_step, progress, stamps, advance
@@ -159,7 +160,7 @@ def test_replica_monitor_names_the_missing_replica_after_the_timeout():
     sess.run(list(stamps.values()))   # Everyone delivered for step 1...
     sess.run(advance)                 # ...step 2 starts, worker 1 never delivers.
     sess.run([stamps['/job:chief/task:0'], stamps['/job:worker/task:0']])
-    monitor = fault_tolerance.ReplicaMonitor(progress, global_step, timeout_secs=1.0,
+    monitor = replica_watch.ReplicaMonitor(progress, global_step, timeout_secs=1.0,
                                              on_timeout=on_timeout, poll_secs=0.1)
     monitor.start(sess)
     assert timed_out.wait(30)
@@ -196,7 +197,7 @@ def test_replica_monitor_names_only_the_silent_replica_among_the_late_ones():
         time.sleep(0.05)
     beating = threading.Thread(target=worker0_heartbeat, daemon=True)
     beating.start()
-    monitor = fault_tolerance.ReplicaMonitor(
+    monitor = replica_watch.ReplicaMonitor(
         progress, global_step, timeout_secs=1.0, on_timeout=on_timeout, poll_secs=0.1,
         replica_name='/job:chief/task:0', silent_secs=0.5)
     monitor.start(sess)
@@ -215,7 +216,7 @@ def test_replica_monitor_ignores_the_end_of_training():
   with tf.compat.v1.Session(graph=graph) as sess:
     sess.run(tf.compat.v1.global_variables_initializer())
     sess.run(advance)
-    monitor = fault_tolerance.ReplicaMonitor(progress, global_step, timeout_secs=0.5,
+    monitor = replica_watch.ReplicaMonitor(progress, global_step, timeout_secs=0.5,
                                              on_timeout=lambda *unused: timed_out.set(),
                                              final_step=1, poll_secs=0.1)
     monitor.start(sess)

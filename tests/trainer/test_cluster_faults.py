@@ -11,7 +11,9 @@ checks exit codes (deployment/exit_codes.py), logs and checkpoints:
   resumes;
 * a ps is killed -9 and restarted on its address: chief and worker rebuild
   their sessions from the latest checkpoint and train to `num_steps`; a ps
-  that stays away makes them exit retryable after `recovery_timeout_secs`.
+  that stays away makes them exit retryable after `recovery_timeout_secs`;
+* the chief is killed in a ps cluster: the worker and the ps exit retryable
+  within `chief_timeout_secs` (never 0 with unsaved work).
 
 Loopback is enough here: a killed or stopped process is what these tests
 need, not a partition. Run them alone with `pytest -m cluster tests/trainer`.
@@ -180,6 +182,26 @@ def test_ps_lost_for_good_training_tasks_exit_retryable(tmp_path, data):
     for task in training.values():
       assert re.search(r'/job:ps/task:0 .*recovery_timeout_secs=15', task.output()), (
           group.logs())
+
+
+def test_chief_killed_workers_and_ps_exit_retryable_within_chief_timeout(tmp_path, data):
+  train_dir = str(tmp_path / 'train')
+  chief_timeout = 15
+  config = lib.write_pipeline_config(str(tmp_path), data, num_steps=100000,
+                                     log_every_n_steps=5, chief_timeout_secs=chief_timeout)
+  with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
+    _, tasks = _start_job(group, config, train_dir, num_workers=1, num_ps=1)
+    lib.wait_for_step(group, tasks['worker0'], 10, timeout=_START_SECS)
+    os.killpg(tasks['chief0'].pid, signal.SIGKILL)
+    group.wait(tasks['chief0'], timeout=30)
+    remaining = {n: tasks[n] for n in ('worker0', 'ps0')}
+    codes = lib.wait_all(group, remaining, timeout=chief_timeout + _MARGIN_SECS)
+    # Never 0: the worker's steps since the last checkpoint are lost.
+    assert codes == {'worker0': exit_codes.RETRYABLE, 'ps0': exit_codes.RETRYABLE}, (
+        codes, group.logs())
+    for task in remaining.values():
+      assert re.search(r'chief /job:chief/task:0\S* unreachable for \d+ s \(limit 15 s, '
+                       r'deploy_config\.chief_timeout_secs\)', task.output()), group.logs()
 
 
 if __name__ == '__main__':
