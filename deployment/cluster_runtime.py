@@ -402,12 +402,13 @@ class ChiefWatch(object):
     stop = threading.Event()
 
     def watch():
-      while not stop.wait(poll_secs):
+      while not stop.is_set():
         try:
           self.check()
         except ChiefLostError as e:
           if not stop.is_set():
             on_lost(str(e))
           return
+        stop.wait(poll_secs)
     threading.Thread(target=watch, name='ChiefWatch', daemon=True).start()
     return stop
