@@ -23,6 +23,8 @@ Map:
   that hears the signal during a blocked run), the recovery deadline after a
   lost peer; `replica_watch.py`: sync replicas' delivery stamps, heartbeats
   and the monitor that names a missing replica.
+* `netns.py`: a private network of Linux network namespaces, one per task,
+  with link partitions (the multi-host test harness; benchmarks use it too).
 """
 
 from core import compat  # noqa: F401  (must run before tf_slim is used)

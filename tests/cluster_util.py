@@ -18,6 +18,17 @@ Output goes to one log file per process (never a pipe, so a chatty process
 cannot block on a full pipe). Processes run in their own session, so killing a
 task also kills anything it spawned. Ports come from
 `tests.test_util.pick_unused_ports` and every address is 127.0.0.1.
+
+The same group runs a cluster across network namespaces, one per task, each
+with its own address (`deployment.netns`; the `netns_network` fixture of
+tests/conftest.py creates the network and removes it after the test):
+
+    def test_x(tmp_path, netns_network):
+      network = netns_network(['chief0', 'worker0', 'ps0'])
+      cluster = cluster_util.netns_cluster(network)   # {'chief': ['10.213.X.2:2222'], ...}
+      with cluster_util.ProcessGroup(str(tmp_path), network=network) as group:
+        tasks = group.start_cluster(cluster, 'trainer.train', args=[...])
+        network.partition('ps0')
 """
 
 import json
@@ -49,6 +60,32 @@ def local_cluster(num_workers=1, num_ps=0, chief=False, master=False):
            ('worker', num_workers), ('ps', num_ps)]
   ports = iter(test_util.pick_unused_ports(sum(n for _, n in sizes)))
   return {job: ['127.0.0.1:%d' % next(ports) for _ in range(n)] for job, n in sizes if n}
+
+
+def netns_cluster(network, port=2222):
+  """The cluster dict of a `deployment.netns.Network` whose hosts are task names.
+
+  Args:
+    network: a created `Network` with hosts named '<job><index>' ('chief0',
+      'worker1', 'ps0', ...); hosts of no TF_CONFIG job (e.g. 'client0') are
+      left out.
+    port: the port of every task (each has its own address).
+
+  Returns:
+    dict {job: ['10.213.X.Y:port', ...]} with the tasks of each job in index order.
+  """
+  jobs = {}
+  for host in network.hosts:
+    match = re.match(r'^(chief|master|worker|ps|evaluator)(\d+)$', host)
+    if not match:
+      continue
+    jobs.setdefault(match.group(1), []).append((int(match.group(2)), host))
+  for job, tasks in jobs.items():
+    if [index for index, _ in sorted(tasks)] != list(range(len(tasks))):
+      raise ValueError('job %r has tasks %s; expected 0..%d' % (
+          job, sorted(i for i, _ in tasks), len(tasks) - 1))
+  return network.cluster({job: [h for _, h in sorted(tasks)] for job, tasks in jobs.items()},
+                         port=port)
 
 
 def tf_config(cluster, task_type, task_index, **extra):
@@ -85,7 +122,7 @@ class TaskProcess(object):
 class ProcessGroup(object):
   """Starts task processes and guarantees they are killed at the end."""
 
-  def __init__(self, log_dir, python=None, hide_gpus=True):
+  def __init__(self, log_dir, python=None, hide_gpus=True, network=None):
     """Creates an empty group.
 
     Args:
@@ -93,7 +130,11 @@ class ProcessGroup(object):
       python: interpreter (default: the running one).
       hide_gpus: set CUDA_VISIBLE_DEVICES='' in the tasks (unless the caller's
         environment sets it), so several tasks never fight over one GPU.
+      network: optional created `deployment.netns.Network`; a process whose
+        name (before any '_', e.g. 'ps0' of 'ps0_restarted') is one of its
+        hosts runs in that host's namespace.
     """
+    self._network = network
     self._log_dir = log_dir
     self._python = python or sys.executable
     self._hide_gpus = hide_gpus
@@ -140,6 +181,12 @@ class ProcessGroup(object):
     if tf_config_json is not None:
       process_env['TF_CONFIG'] = tf_config_json
     process_env.update(env or {})
+    host = name.split('_')[0]
+    if self._network is not None and host in self._network.hosts:
+      command = self._network.command(host, command)
+      # gRPC would send the cluster's traffic to a proxy the namespace cannot reach.
+      for variable in [k for k in process_env if k.lower().endswith('_proxy')]:
+        del process_env[variable]
     log_path = os.path.join(self._log_dir, '%s.log' % name)
     with open(log_path, 'wb') as log:
       popen = subprocess.Popen(command, cwd=REPO_ROOT, env=process_env, stdout=log,

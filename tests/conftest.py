@@ -20,3 +20,7 @@ def pytest_collection_modifyitems(config, items):
   """
   del config
   items[:] = [item for item in items if item.name != 'test_session']
+
+
+# `netns_network`: a private multi-host network per test (tests/netns_fixture.py).
+from tests.netns_fixture import netns_network  # noqa: E402,F401

@@ -52,6 +52,17 @@ def test_overhead_profile_traces_every_graph_variant():
   assert 'CheckNumerics x2' in stdout, stdout[-3000:]
 
 
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_distributed_quick_on_network_namespaces():
+  from tests import netns_fixture  # noqa: PLC0415  (imports TensorFlow)
+  netns_fixture.skip_unless_available()
+  stdout = _run_quick('benchmarks.distributed', '--netns')
+  for workers in ('1 worker + 1 ps, async', '2 workers + 1 ps, async', '2 workers + 1 ps, sync'):
+    assert 'ratio %s, netns / loopback' % workers in stdout, stdout[-3000:]
+  assert 'steps per worker inside' in stdout, stdout[-3000:]
+
+
 @pytest.mark.parametrize('module', [
     'benchmarks.overhead', 'benchmarks.clone_scaling', 'benchmarks.distributed',
     'benchmarks.gpu_throughput'])
