@@ -275,6 +275,7 @@ class ReplicaMonitor(object):
       if now - since >= self._timeout_secs and not self._stop.is_set():
         self._on_timeout(message + '; exiting retryable', sess)
         return
-      if now - last_log >= replica_log_interval(self._timeout_secs):
+      interval = replica_log_interval(self._timeout_secs)
+      if now - since >= interval and now - last_log >= interval:
         logging.warning('%s', message)
         last_log = now
