@@ -27,6 +27,10 @@ from protos import pipeline_pb2
 DeploySettings = collections.namedtuple(
     'DeploySettings', ['num_clones', 'clone_on_cpu', 'deployment_options'])
 
+# Every timeout of a cluster task, in seconds (see docs/fault_tolerance.md).
+ClusterTimeouts = collections.namedtuple(
+    'ClusterTimeouts', ['startup', 'chief', 'termination_grace', 'replica', 'recovery'])
+
 
 def resolve_num_clones(num_clones):
   """Returns num_clones, with -1 meaning one clone per visible GPU (CPU: 1).
@@ -82,3 +86,29 @@ def build(deploy_config, num_clones=None, clone_on_cpu=None):
     clone_on_cpu = deploy_config.clone_on_cpu
   return DeploySettings(resolve_num_clones(num_clones), bool(clone_on_cpu),
                         deployment_options(deploy_config))
+
+
+def cluster_timeouts(deploy_config):
+  """The cluster timeouts a `DeployConfig` sets, checked.
+
+  Args:
+    deploy_config: a `pipeline_pb2.DeployConfig`.
+
+  Returns:
+    A `ClusterTimeouts(startup, chief, termination_grace, replica, recovery)`
+    in seconds.
+
+  Raises:
+    ValueError: if `deploy_config` is not a `DeployConfig`, or a timeout is 0
+      (every wait must be bounded and none may end at once), naming the field.
+  """
+  if not isinstance(deploy_config, pipeline_pb2.DeployConfig):
+    raise ValueError('deploy_config not of type pipeline_pb2.DeployConfig.')
+  fields = ('startup_timeout_secs', 'chief_timeout_secs', 'termination_grace_secs',
+            'replica_timeout_secs', 'recovery_timeout_secs')
+  values = [getattr(deploy_config, name) for name in fields]
+  for name, value in zip(fields, values):
+    if value <= 0:
+      raise ValueError('deploy_config.%s must be positive (seconds), got %d'
+                       % (name, value))
+  return ClusterTimeouts(*values)

@@ -24,6 +24,10 @@ Map:
   TFJob manifest; `tfjob.py`: writes (and reads) Kubeflow TFJob manifests;
   `replicas.py`: replica types, restart policies, the operator's TF_CONFIG;
   `ports.py`: free loopback ports.
+* `fault_tolerance.py`: bounded shutdown after SIGTERM (watchdog, a thread
+  that hears the signal during a blocked run), the recovery deadline after a
+  lost peer; `replica_watch.py`: sync replicas' delivery stamps, heartbeats
+  and the monitor that names a missing replica.
 * `netns.py`: a private network of Linux network namespaces, one per task,
   with link partitions (the multi-host test harness; benchmarks use it too).
 """

@@ -12,11 +12,17 @@ or `trainer.estimator.train_and_evaluate`), follows one protocol:
    variables and, between polls of its done queue, checks that the chief's
    port still answers.
 3. Done signal. Each ps task owns a small FIFO queue, shared by name. A
-   training task that finished puts its token (-1 for a chief or master, else
-   its worker index) into every ps task's queue (`signal_training_done`). A ps
-   returns once it has the chief's token and every worker's, or when the
-   workers' grace period after the chief's token ran out; it raises
-   `ChiefLostError` when the chief has been unreachable too long.
+   training task that stopped puts its token (-1 for a chief or master, else
+   its worker index), a status and a reason into every ps task's queue
+   (`signal_training_done`). A ps returns once it has the chief's FINISHED
+   token and every worker's, or when the workers' grace period after the
+   chief's token ran out; it raises `ChiefLostError` when the chief has been
+   unreachable too long, and `JobFailedError` when the chief sent FAILED.
+4. Termination. After SIGTERM a ps keeps serving until the chief (having
+   written its final checkpoint) and every worker sent their token, at most
+   `termination_grace_secs`, then returns `exit_codes.PREEMPTED`. A PREEMPTED
+   token without SIGTERM at the ps (one task preempted alone) changes
+   nothing: the ps waits for that task's restart.
 
     # ps task:
     server = cluster.start_server()
@@ -33,18 +39,31 @@ and needs an external kill; tf.estimator's chief that waited on its own
 outlive every worker anyway, is the one place that counts who finished.
 """
 
+import signal
 import socket
+import threading
 import time
 
 from absl import logging
 import tensorflow as tf
 
+from deployment import exit_codes
+
 _DONE_QUEUE_NAME = 'slimtrain_training_done_%d'
 _POLL_SECS = 2.0
+
+# What a training task tells the ps tasks with its token.
+FINISHED = 0   # training reached its end
+PREEMPTED = 1  # stopped on SIGTERM (the chief after its checkpoint)
+FAILED = 2     # the chief gave up (a sync replica missing, ...): the job must restart
 
 
 class ChiefLostError(RuntimeError):
   """The chief has been unreachable for longer than the allowed timeout."""
+
+
+class JobFailedError(RuntimeError):
+  """The chief reported that the job failed and must be restarted."""
 
 
 def _ps_device(task_index):
@@ -53,8 +72,9 @@ def _ps_device(task_index):
 
 def _done_queue(task_index):
   with tf.compat.v1.device(_ps_device(task_index)):
+    # (token, FINISHED / PREEMPTED / FAILED, reason)
     return tf.queue.FIFOQueue(
-        capacity=16, dtypes=[tf.int32], shapes=[[]],
+        capacity=16, dtypes=[tf.int32, tf.int32, tf.string], shapes=[[], [], []],
         shared_name=_DONE_QUEUE_NAME % task_index,
         name='training_done_queue_%d' % task_index)
 
@@ -177,19 +197,23 @@ def _chief_token(cluster):
   return -1 if ('chief' in jobs or 'master' in jobs) else 0
 
 
-def signal_training_done(master, cluster, timeout_secs=60):
-  """Tells every ps task of `cluster` that this training task has finished.
+def signal_training_done(master, cluster, timeout_secs=60, status=FINISHED, reason=''):
+  """Tells every ps task of `cluster` that this training task has stopped.
 
   Args:
     master: gRPC target of this training task's server.
     cluster: a `deployment.cluster.ClusterConfig`.
     timeout_secs: how long to try to reach each ps.
+    status: FINISHED (training is over), PREEMPTED (stopped on SIGTERM) or
+      FAILED (the chief gives up on the job; `reason` says why).
+    reason: a message the ps tasks log.
   """
   if not cluster.num_ps_tasks:
     return
   token = replica_token(cluster)
   with tf.Graph().as_default() as graph:
-    enqueue_ops = [_done_queue(k).enqueue([token]) for k in range(cluster.num_ps_tasks)]
+    enqueue_ops = [_done_queue(k).enqueue([token, status, reason])
+                   for k in range(cluster.num_ps_tasks)]
     options = tf.compat.v1.RunOptions(timeout_in_ms=int(timeout_secs * 1000))
     config = tf.compat.v1.ConfigProto(device_filters=['/job:ps'] + [
         '/job:%s/task:%d' % (cluster.task_type, cluster.task_index)])
@@ -200,17 +224,88 @@ def signal_training_done(master, cluster, timeout_secs=60):
         except tf.errors.OpError as e:
           logging.warning('could not tell ps task %d that training is done: %s',
                           task_index, e.message)
-  logging.info('told %d ps task(s) that %s:%d finished training', cluster.num_ps_tasks,
-               cluster.task_type, cluster.task_index)
+  logging.info('told %d ps task(s) that %s:%d %s', cluster.num_ps_tasks, cluster.task_type,
+               cluster.task_index, {FINISHED: 'finished training', PREEMPTED: 'was preempted',
+                                    FAILED: 'ended the job (failed)'}[status])
+
+
+class _DoneTokens(object):
+  """What a ps task heard from the training tasks, and whether it may exit."""
+
+  def __init__(self, cluster, chief_timeout_secs, termination_grace_secs):
+    self.expected, self.chief = _expected_tokens(cluster), _chief_token(cluster)
+    self.task_index = cluster.task_index
+    self.finished, self.stopped = set(), set()
+    self.chief_done_at = self.terminating_since = None
+    self.worker_grace_secs = chief_timeout_secs
+    self.termination_grace_secs = termination_grace_secs
+
+  def add(self, token, status, reason):
+    """Records one token; raises JobFailedError for the chief's FAILED."""
+    if status == FAILED:
+      raise JobFailedError('ps task %d: the chief ended the job: %s' % (
+          self.task_index, reason.decode(errors='replace')))
+    if status == PREEMPTED:
+      self.stopped.add(token)
+      if token == self.chief:
+        logging.info('ps task %d: the chief was preempted%s', self.task_index,
+                     '; chief wrote its final checkpoint' if self.terminating_since else
+                     '; serving until it comes back')
+      return
+    self.finished.add(token)
+    if token == self.chief and self.chief_done_at is None:
+      self.chief_done_at = time.time()
+      logging.info('ps task %d: chief reports training done', self.task_index)
+
+  def exit_code(self):
+    """The exit code once this ps may exit, else None."""
+    if self.terminating_since is not None:
+      stopped = self.finished | self.stopped
+      if self.chief in stopped and stopped >= self.expected:
+        logging.info('ps task %d: SIGTERM; every training task stopped; exiting',
+                     self.task_index)
+        return exit_codes.PREEMPTED
+      if time.time() - self.terminating_since > self.termination_grace_secs:
+        logging.warning('ps task %d: SIGTERM and deploy_config.termination_grace_secs=%d '
+                        'passed; tasks %s did not report; exiting', self.task_index,
+                        self.termination_grace_secs, sorted(self.expected - stopped))
+        return exit_codes.PREEMPTED
+      return None
+    if self.chief_done_at is None:
+      return None
+    if self.finished >= self.expected:
+      logging.info('ps task %d: every worker finished; exiting', self.task_index)
+      return exit_codes.DONE
+    if time.time() - self.chief_done_at > self.worker_grace_secs:
+      logging.info('ps task %d: workers %s did not report within %d s of the chief; exiting',
+                   self.task_index, sorted(self.expected - self.finished),
+                   self.worker_grace_secs)
+      return exit_codes.DONE
+    return None
+
+
+def _on_sigterm(tokens):
+  """While serving, SIGTERM starts the termination grace instead of killing the ps."""
+  def handler(unused_signum, unused_frame):
+    if tokens.terminating_since is None:
+      tokens.terminating_since = time.time()
+      logging.warning('ps task %d: SIGTERM; serving until the chief wrote its final '
+                      'checkpoint, at most deploy_config.termination_grace_secs=%d',
+                      tokens.task_index, tokens.termination_grace_secs)
+  if threading.current_thread() is not threading.main_thread():
+    return None
+  return signal.signal(signal.SIGTERM, handler)
 
 
 def serve_until_training_done(server, cluster, chief_timeout_secs=300,
-                              startup_timeout_secs=600, worker_grace_secs=None):
+                              startup_timeout_secs=600, termination_grace_secs=25):
   """Runs a ps task until the chief signals the end of training.
 
   After the chief's signal the ps keeps serving until every other worker has
   said it finished too (so none loses its variables mid-step), but at most
-  `worker_grace_secs`.
+  `chief_timeout_secs`. After SIGTERM it keeps serving until the chief (its
+  final checkpoint written) and the workers said they stopped, but at most
+  `termination_grace_secs`.
 
   Args:
     server: this ps task's started `tf.distribute.Server`.
@@ -218,57 +313,102 @@ def serve_until_training_done(server, cluster, chief_timeout_secs=300,
     chief_timeout_secs: exit with ChiefLostError once the chief, after having
       been seen, is unreachable this long.
     startup_timeout_secs: same, for a chief that is never seen at all.
-    worker_grace_secs: how long to wait for the other workers after the
-      chief finished (default: chief_timeout_secs).
+    termination_grace_secs: deploy_config.termination_grace_secs.
+
+  Returns:
+    The exit code: `exit_codes.DONE`, or `exit_codes.PREEMPTED` after SIGTERM.
 
   Raises:
     ChiefLostError: when the chief is gone too long.
+    JobFailedError: when the chief reported that the job failed.
   """
-  if worker_grace_secs is None:
-    worker_grace_secs = chief_timeout_secs
-  expected, chief_token = _expected_tokens(cluster), _chief_token(cluster)
-  chief_job = chief_device(cluster).split('/')[1][len('job:'):]
-  chief_address = cluster.cluster_spec.task_address(chief_job, 0)
-  with tf.Graph().as_default() as graph:
-    dequeue = _done_queue(cluster.task_index).dequeue()
-    wait_options = tf.compat.v1.RunOptions(timeout_in_ms=int(_POLL_SECS * 1000))
-    # Only this ps's own devices: a session that spans a dead task would block.
-    config = tf.compat.v1.ConfigProto(
-        device_filters=['/job:ps/task:%d' % cluster.task_index])
-    start = time.time()
-    last_seen = chief_done_at = None
-    finished = set()
-    with tf.compat.v1.Session(server.target, graph=graph, config=config) as sess:
-      while True:
+  tokens = _DoneTokens(cluster, chief_timeout_secs, termination_grace_secs)
+  previous_handler = _on_sigterm(tokens)
+  try:
+    with tf.Graph().as_default() as graph:
+      dequeue = _done_queue(cluster.task_index).dequeue()
+      wait_options = tf.compat.v1.RunOptions(timeout_in_ms=int(_POLL_SECS * 1000))
+      # Only this ps's own devices: a session that spans a dead task would block.
+      config = tf.compat.v1.ConfigProto(
+          device_filters=['/job:ps/task:%d' % cluster.task_index])
+      with tf.compat.v1.Session(server.target, graph=graph, config=config) as sess:
+        chief_watch = ChiefWatch(cluster, chief_timeout_secs, startup_timeout_secs)
+        while True:
+          try:
+            tokens.add(*sess.run(dequeue, options=wait_options))
+          except tf.errors.DeadlineExceededError:
+            pass
+          code = tokens.exit_code()
+          if code is not None:
+            return code
+          if tokens.chief_done_at is None and tokens.terminating_since is None:
+            chief_watch.check()
+  finally:
+    if previous_handler is not None:
+      signal.signal(signal.SIGTERM, previous_handler)
+
+
+class ChiefWatch(object):
+  """Raises ChiefLostError once the chief's port has been closed too long.
+
+  A ps task checks between polls of its done queue; a worker of a ps cluster
+  runs `watch_in_thread` beside its training, so it never trains on with
+  nobody left to save its work.
+
+  Args:
+    cluster: this task's `deployment.cluster.ClusterConfig`.
+    chief_timeout_secs: the limit once the chief has been seen.
+    startup_timeout_secs: the limit for a chief never seen.
+  """
+
+  def __init__(self, cluster, chief_timeout_secs, startup_timeout_secs):
+    self._cluster = cluster
+    chief_job = chief_device(cluster).split('/')[1][len('job:'):]
+    self._address = cluster.cluster_spec.task_address(chief_job, 0)
+    self._chief = chief_device(cluster)
+    self._who = '%s task %d' % (cluster.task_type, cluster.task_index)
+    self._chief_timeout_secs = chief_timeout_secs
+    self._startup_timeout_secs = startup_timeout_secs
+    self._start = time.time()
+    self._last_seen = None
+
+  def check(self):
+    """Returns if the chief answers (or has not been gone too long); logs while it waits.
+
+    Raises:
+      ChiefLostError: past the limit.
+    """
+    # The chief's gRPC port answering proves its server is up (a restarted
+    # chief included).
+    if _reachable(self._address):
+      self._last_seen = time.time()
+      return
+    since = self._last_seen if self._last_seen is not None else self._start
+    limit = (self._chief_timeout_secs if self._last_seen is not None
+             else self._startup_timeout_secs)
+    waited = time.time() - since
+    if waited > limit:
+      raise ChiefLostError(
+          '%s: chief %s unreachable for %.0f s (limit %d s, '
+          'deploy_config.chief_timeout_secs); exiting' % (self._who, self._chief, waited, limit))
+    logging.info('%s: waiting for chief %s (%.0f s)', self._who, self._chief, waited)
+
+  def watch_in_thread(self, on_lost, poll_secs=_POLL_SECS):
+    """Checks every `poll_secs` in a daemon thread; calls `on_lost(message)` once.
+
+    Returns:
+      A `threading.Event`; set it to stop watching.
+    """
+    stop = threading.Event()
+
+    def watch():
+      while not stop.is_set():
         try:
-          finished.add(int(sess.run(dequeue, options=wait_options)))
-        except tf.errors.DeadlineExceededError:
-          pass
-        if chief_token in finished:
-          if chief_done_at is None:
-            chief_done_at = time.time()
-            logging.info('ps task %d: chief reports training done', cluster.task_index)
-          if finished >= expected:
-            logging.info('ps task %d: every worker finished; exiting', cluster.task_index)
-            return
-          if time.time() - chief_done_at > worker_grace_secs:
-            logging.info('ps task %d: workers %s did not report within %d s of the chief; '
-                         'exiting', cluster.task_index, sorted(expected - finished),
-                         worker_grace_secs)
-            return
-          continue
-        # The chief's gRPC port answering proves its server is up (a restarted
-        # chief included).
-        if _reachable(chief_address):
-          last_seen = time.time()
-          continue
-        since = last_seen if last_seen is not None else start
-        limit = chief_timeout_secs if last_seen is not None else startup_timeout_secs
-        waited = time.time() - since
-        if waited > limit:
-          raise ChiefLostError(
-              'ps task %d: chief %s unreachable for %.0f s (limit %d s, '
-              'deploy_config.chief_timeout_secs); exiting' % (
-                  cluster.task_index, chief_device(cluster), waited, limit))
-        logging.info('ps task %d: waiting for chief %s (%.0f s)',
-                     cluster.task_index, chief_device(cluster), waited)
+          self.check()
+        except ChiefLostError as e:
+          if not stop.is_set():
+            on_lost(str(e))
+          return
+        stop.wait(poll_secs)
+    threading.Thread(target=watch, name='ChiefWatch', daemon=True).start()
+    return stop

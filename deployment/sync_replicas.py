@@ -88,6 +88,14 @@ class SyncReplicasOptimizer(tf.compat.v1.train.SyncReplicasOptimizer):
         self._sync_token_queue, runner.enqueue_ops[0], ready_op)
     return train_op
 
+  @property
+  def local_step(self):
+    """The step this replica's gradients carry (the accumulators drop older ones).
+
+    A local variable created by `apply_gradients`; None before it.
+    """
+    return getattr(self, '_local_step', None)
+
   def release_workers(self, sess):
     """Gives every worker one token, so none stays blocked after the last step."""
     try:

@@ -12,18 +12,25 @@ A cluster: every task gets the same flags and its own TF_CONFIG, e.g.
                 "task": {"type": "worker", "index": 0}}'
 
 A ps task serves until the chief (and then every worker) reports that
-training is over, then exits 0 (1 if the chief disappears for longer than
-`deploy_config.chief_timeout_secs`). Training tasks started before their ps
-tasks wait for them, logging every few seconds, and exit 1 with a clear
-error after `deploy_config.startup_timeout_secs`. Chief/master/worker tasks train. When
+training is over, then exits 0 (129, retryable, if the chief disappears for
+longer than `deploy_config.chief_timeout_secs` or reports that the job
+failed). Training tasks started before their ps tasks wait for them, logging
+every few seconds, and exit 1 with a clear error after
+`deploy_config.startup_timeout_secs`. Chief/master/worker tasks train. When
 TF_CONFIG is present it wins over --master/--task/--worker_replicas/--ps_tasks
 (a conflict is logged). The chief copies the pipeline config to
 `train_dir/pipeline.config`. After SIGTERM the chief writes a checkpoint and
-the process exits with code 143; a NaN loss exits 1 naming the step.
+every task (ps included) exits 143 within `deploy_config.termination_grace_secs`;
+a NaN loss exits 1 naming the step. A lost ps makes the training tasks
+rebuild their session from the latest checkpoint (129 after
+`deploy_config.recovery_timeout_secs`); a sync replica missing for
+`deploy_config.replica_timeout_secs` makes every task exit 129. See
+docs/fault_tolerance.md.
 """
 
 import functools
 import sys
+import threading
 
 from absl import app
 from absl import flags
@@ -37,6 +44,7 @@ from deployment import cluster as cluster_lib
 from deployment import cluster_check
 from deployment import cluster_runtime
 from deployment import exit_codes
+from deployment import fault_tolerance
 from trainer import trainer
 from trainer import training_loop
 
@@ -95,25 +103,23 @@ def run(argv=None):
       required_sections=config_util.TRAIN_SECTIONS)
   config_util.check_label_maps(configs)
   deploy_config = configs['deploy_config']
+  timeouts = deploy_config_builder.cluster_timeouts(deploy_config)
   cluster = cluster_lib.ClusterConfig.from_tf_config()
 
   if cluster.task_type == 'ps':
     try:
-      server = cluster_check.start_server_and_agree(cluster,
-                                                    deploy_config.startup_timeout_secs)
-      cluster_runtime.serve_until_training_done(
-          server, cluster, chief_timeout_secs=deploy_config.chief_timeout_secs,
-          startup_timeout_secs=deploy_config.startup_timeout_secs)
+      server = cluster_check.start_server_and_agree(cluster, timeouts.startup)
+      return cluster_runtime.serve_until_training_done(
+          server, cluster, chief_timeout_secs=timeouts.chief,
+          startup_timeout_secs=timeouts.startup,
+          termination_grace_secs=timeouts.termination_grace)
     except cluster_check.ClusterMismatchError as e:
       logging.error('%s', e)
       return exit_codes.PERMANENT
-    except (cluster_runtime.StartupTimeoutError, TimeoutError) as e:
+    except (cluster_runtime.ChiefLostError, cluster_runtime.JobFailedError,
+            cluster_runtime.StartupTimeoutError, TimeoutError) as e:
       logging.error('%s', e)
       return exit_codes.RETRYABLE
-    except cluster_runtime.ChiefLostError as e:
-      logging.error('%s', e)
-      return 1
-    return 0
   if cluster.task_type == 'evaluator':
     raise app.UsageError('an evaluator task runs trainer.eval, not trainer.train')
 
@@ -127,12 +133,7 @@ def run(argv=None):
       try:
         cluster_runtime.wait_for_tasks(cluster.cluster_spec.job_tasks('ps'),
                                      deploy_config.startup_timeout_secs)
-      except cluster_runtime.StartupTimeoutError as e:
-        logging.error('%s', e)
-        return 1
-      try:
-        master = cluster_check.start_server_and_agree(
-            cluster, deploy_config.startup_timeout_secs).target
+        master = cluster_check.start_server_and_agree(cluster, timeouts.startup).target
       except cluster_check.ClusterMismatchError as e:
         logging.error('%s', e)
         return exit_codes.PERMANENT
@@ -152,22 +153,86 @@ def run(argv=None):
       model_builder.build, model_config=configs['model'], is_training=True)
   deploy = deploy_config_builder.build(deploy_config, num_clones=FLAGS.num_clones,
                                        clone_on_cpu=FLAGS.clone_on_cpu)
-  try:
+  faults = _task_faults(cluster, master, timeouts, is_chief)
+
+  def train_once():
     trainer.train(create_tensor_dict_fn, create_model_fn, train_config,
                   master, task, deploy.num_clones, worker_replicas, deploy.clone_on_cpu,
                   ps_tasks, worker_job_name, is_chief, FLAGS.train_dir,
                   session_config_override=session_config,
                   deployment_options=deploy.deployment_options,
-                  startup_timeout_secs=deploy_config.startup_timeout_secs)
+                  startup_timeout_secs=deploy_config.startup_timeout_secs, faults=faults)
+
+  stop_watching_chief = _watch_chief(cluster, is_chief, timeouts)
+  try:
+    _train_until_done(train_once, cluster, faults)
   except training_loop.TrainingPreempted as e:
     logging.warning('%s', e)
-    return training_loop.PREEMPTED_EXIT_CODE
+    if cluster.is_distributed and ps_tasks:
+      cluster_runtime.signal_training_done(master, cluster, status=cluster_runtime.PREEMPTED,
+                                           timeout_secs=timeouts.termination_grace)
+    return exit_codes.PREEMPTED
   except (training_loop.NanLossError, TimeoutError) as e:
     logging.error('%s', e.message if hasattr(e, 'message') else e)
-    return 1
+    return exit_codes.PERMANENT
+  finally:
+    stop_watching_chief.set()
   if cluster.is_distributed and ps_tasks:
     cluster_runtime.signal_training_done(master, cluster)
-  return 0
+  return exit_codes.DONE
+
+
+def _watch_chief(cluster, is_chief, timeouts):
+  """A worker of a ps cluster exits retryable once the chief is lost; returns the stop event.
+
+  Without the chief nobody saves the work, so training on would only waste it.
+  """
+  if is_chief or not cluster.is_distributed or not cluster.num_ps_tasks:
+    return threading.Event()
+  watch = cluster_runtime.ChiefWatch(cluster, timeouts.chief, timeouts.startup)
+  return watch.watch_in_thread(
+      lambda message: fault_tolerance.exit_now(exit_codes.RETRYABLE, message))
+
+
+def _task_faults(cluster, master, timeouts, is_chief):
+  """The `fault_tolerance.TaskFaults` of this training task."""
+  if not cluster.is_distributed:
+    return fault_tolerance.TaskFaults(termination_grace_secs=timeouts.termination_grace)
+  end_job = None
+  if is_chief and cluster.num_ps_tasks:
+    def end_job(message):
+      cluster_runtime.signal_training_done(master, cluster, timeout_secs=10,
+                                           status=cluster_runtime.FAILED, reason=message)
+  jobs = cluster.cluster
+  replica_names = ['/job:%s/task:%d' % (job, index) for job in cluster_lib.TRAINING_JOBS
+                   for index in range(len(jobs.get(job, [])))]
+  return fault_tolerance.TaskFaults(
+      termination_grace_secs=timeouts.termination_grace,
+      replica_timeout_secs=timeouts.replica, replica_names=replica_names,
+      replica_name='/job:%s/task:%d' % (cluster.task_type, cluster.task_index),
+      recovery=fault_tolerance.Recovery(timeouts.recovery, last_words=end_job),
+      end_job=end_job)
+
+
+def _train_until_done(train_once, cluster, faults):
+  """Runs `train_once()`; after a lost peer, waits for the ps tasks and runs it again.
+
+  Each run builds a new graph and session: the chief restores the latest
+  checkpoint, the workers wait for it. `faults.recovery` bounds the whole
+  recovery (deploy_config.recovery_timeout_secs; past it, exit retryable).
+  """
+  ps_addresses = cluster.cluster_spec.job_tasks('ps') if cluster.num_ps_tasks else []
+  ps_names = ['/job:ps/task:%d' % index for index in range(len(ps_addresses))]
+  while True:
+    try:
+      return train_once()
+    except fault_tolerance.PEER_ERRORS as e:
+      if faults.recovery is None:
+        raise
+      if not faults.recovery.recovering:
+        faults.recovery.lost(e, None)
+      faults.recovery.wait_for(ps_addresses, ps_names)
+      logging.info('rebuilding the training graph and session')
 
 
 def main(argv):

@@ -56,7 +56,9 @@ from core import preprocessor
 from core import standard_fields as fields
 from core import variables_helper
 from deployment import cluster_runtime
+from deployment import fault_tolerance
 from deployment import model_deploy
+from deployment import replica_watch
 from deployment import sync_replicas
 from trainer import numerics
 from trainer import training_loop
@@ -341,7 +343,7 @@ def session_config(train_config, base=None):
 
 class TrainingGraph(collections.namedtuple('TrainingGraph', [
     'graph', 'train_tensor', 'step_after_update', 'saver', 'init_fn', 'summary_op',
-    'sync_optimizer'])):
+    'sync_optimizer', 'replica_progress'], defaults=(None,))):
   """What `build_training_graph` built, and what `run_training` needs to run it.
 
   Fields:
@@ -354,15 +356,20 @@ class TrainingGraph(collections.namedtuple('TrainingGraph', [
     summary_op: the merged summaries.
     sync_optimizer: the `deployment.sync_replicas.SyncReplicasOptimizer`, or
       None without `train_config.sync_replicas`.
+    replica_progress: the sync replicas' delivery stamps
+      (`deployment.replica_watch.ReplicaProgress`), or None.
   """
 
 
 def build_training_graph(create_tensor_dict_fn, create_model_fn, train_config, task,
                          num_clones, worker_replicas, clone_on_cpu, ps_tasks,
-                         worker_job_name, graph_hook_fn=None, deployment_options=None):
+                         worker_job_name, graph_hook_fn=None, deployment_options=None,
+                         faults=None):
   """Builds the legacy trainer's graph in a new `tf.Graph`; runs nothing.
 
   Args are those of `train()`; `num_clones` may be -1 (one per visible GPU).
+  With sync replicas and `faults.replica_names`, each step also stamps, on
+  the global step's ps, the step this replica delivered gradients for.
   With `train_config.use_mixed_precision` this turns on TF's process-global
   mixed precision rewrite; the caller turns it off after training (`train()`
   does).
@@ -390,11 +397,17 @@ def build_training_graph(create_tensor_dict_fn, create_model_fn, train_config, t
     if graph_hook_fn:
       with tf.compat.v1.device(deploy_config.variables_device()):
         graph_hook_fn()
+    replica_progress = None
+    if train_config.sync_replicas and faults is not None and faults.watches_replicas:
+      replica_progress = replica_watch.ReplicaProgress(faults.replica_names,
+                                                         global_step.device)
     with tf.compat.v1.device(deploy_config.optimizer_device()):
       optimizer, sync_optimizer = _build_optimizer(train_config, worker_replicas,
                                                    global_step, summaries)
-      train_tensor, step_after_update = _build_update(clones, optimizer, global_step,
-                                                      train_config)
+      train_tensor, step_after_update = _build_update(
+          clones, optimizer, global_step, train_config,
+          stamp=replica_progress and functools.partial(
+              replica_progress.stamp_delivery, faults.replica_name, sync_optimizer))
     # In replicated mode only copy 0 is saved, under the original names.
     saver = tf.compat.v1.train.Saver(
         var_list=model_deploy.savable_variables(),
@@ -403,7 +416,7 @@ def build_training_graph(create_tensor_dict_fn, create_model_fn, train_config, t
         graph=graph, train_tensor=train_tensor, step_after_update=step_after_update,
         saver=saver, init_fn=build_init_fn(detection_model, train_config),
         summary_op=_build_summary_op(summaries, clones[0].scope),
-        sync_optimizer=sync_optimizer)
+        sync_optimizer=sync_optimizer, replica_progress=replica_progress)
 
 
 def _build_clones(deploy_config, per_clone_batch, create_tensor_dict_fn, create_model_fn,
@@ -441,8 +454,12 @@ def _build_optimizer(train_config, worker_replicas, global_step, summaries):
   return optimizer, sync_optimizer
 
 
-def _build_update(clones, optimizer, global_step, train_config):
-  """Returns (train_tensor, step_after_update): checked loss, surgery, one update."""
+def _build_update(clones, optimizer, global_step, train_config, stamp=None):
+  """Returns (train_tensor, step_after_update): checked loss, surgery, one update.
+
+  `stamp`, when given, is callable(gradients) returning an op that records
+  the step these gradients are for (`ReplicaProgress.stamp_delivery`).
+  """
   update_ops = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS,
                                            clones[0].scope)
   regularization_losses = None if train_config.add_regularization_loss else []
@@ -457,6 +474,8 @@ def _build_update(clones, optimizer, global_step, train_config):
                                        train_config)
   update_ops.append(model_deploy.apply_gradients(clones, optimizer, grads_and_vars,
                                                  global_step=global_step))
+  if stamp is not None:  # After apply_gradients created the sync local step.
+    update_ops.append(stamp([g for g, _ in grads_and_vars]))
   update_op = tf.group(*update_ops, name='update_barrier')
   with tf.control_dependencies([update_op]):
     train_tensor = tf.identity(total_loss, name='train_op')
@@ -480,14 +499,15 @@ def _build_summary_op(summaries, first_clone_scope):
 
 
 def run_training(training_graph, train_config, train_dir, master='', is_chief=True,
-                 session_config_override=None, on_finish=None, startup_timeout_secs=600):
+                 session_config_override=None, on_finish=None, startup_timeout_secs=600,
+                 faults=None):
   """Runs a `TrainingGraph` with `slim.learning.train` until num_steps or SIGTERM.
 
   Args:
     training_graph: from `build_training_graph`.
     train_config: the `train_pb2.TrainConfig` it was built from.
     train_dir, master, is_chief, session_config_override, on_finish,
-      startup_timeout_secs: as for `train()`.
+      startup_timeout_secs, faults: as for `train()`.
 
   Returns:
     The last total loss.
@@ -496,7 +516,10 @@ def run_training(training_graph, train_config, train_dir, master='', is_chief=Tr
     trainer.training_loop.TrainingPreempted: after SIGTERM.
     trainer.training_loop.NanLossError: when the loss became inf or NaN.
     TimeoutError: a non-chief task whose chief did not initialise the model.
+    tf.errors.UnavailableError, tf.errors.AbortedError: a peer was lost (the
+      recovery deadline of `faults.recovery` is running).
   """
+  faults = faults or fault_tolerance.TaskFaults()
   sync_optimizer = training_graph.sync_optimizer
   startup_delay_steps = train_config.startup_delay_steps
   if sync_optimizer is not None and startup_delay_steps:
@@ -510,12 +533,19 @@ def run_training(training_graph, train_config, train_dir, master='', is_chief=Tr
       examples_per_step=train_config.batch_size,
       log_every_n_steps=train_config.log_every_n_steps, is_chief=is_chief,
       saver=training_graph.saver, checkpoint_path=paths.join(train_dir, 'model.ckpt'),
-      on_finish=on_finish, step_after_update=training_graph.step_after_update)
+      on_finish=on_finish, step_after_update=training_graph.step_after_update,
+      faults=faults, replica_monitor=training_graph.replica_progress and (
+          replica_watch.ReplicaMonitor.for_task(
+              training_graph.replica_progress,
+              tf.compat.v1.train.get_global_step(training_graph.graph), faults,
+              final_step=train_config.num_steps,
+              saver=training_graph.saver if is_chief else None,
+              checkpoint_path=paths.join(train_dir, 'model.ckpt'))))
   config = session_config(train_config, base=session_config_override)
   with training_graph.graph.as_default():
     if master and not is_chief:
       cluster_runtime.wait_for_model_ready(master, config, startup_timeout_secs)
-    with runner.handle_sigterm():
+    with runner.handle_sigterm(), faults.noting_lost_peers(lambda: runner.last_step):
       slim.learning.train(
           training_graph.train_tensor, logdir=train_dir, train_step_fn=runner,
           master=master, is_chief=is_chief, session_config=config,
@@ -533,7 +563,7 @@ def run_training(training_graph, train_config, train_dir, master='', is_chief=Tr
 def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
           num_clones, worker_replicas, clone_on_cpu, ps_tasks, worker_job_name,
           is_chief, train_dir, graph_hook_fn=None, session_config_override=None,
-          on_finish=None, deployment_options=None, startup_timeout_secs=600):
+          on_finish=None, deployment_options=None, startup_timeout_secs=600, faults=None):
   """Trains a model with clones, following the OD API's legacy trainer.
 
   `build_training_graph` followed by `run_training`.
@@ -561,6 +591,8 @@ def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
       (`variable_update`, `ps_strategy`, `clone_devices`, ...).
     startup_timeout_secs: how long a non-chief task of a cluster waits for
       the chief to initialise the model.
+    faults: optional `deployment.fault_tolerance.TaskFaults` (termination
+      grace, sync replica watch, recovery deadline).
 
   Returns:
     The last total loss.
@@ -570,15 +602,17 @@ def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
     trainer.training_loop.TrainingPreempted: after SIGTERM (checkpoint
       written by the chief).
     trainer.training_loop.NanLossError: when the loss became inf or NaN.
+    tf.errors.UnavailableError, tf.errors.AbortedError: a peer was lost.
   """
   try:
     training_graph = build_training_graph(
         create_tensor_dict_fn, create_model_fn, train_config, task, num_clones,
         worker_replicas, clone_on_cpu, ps_tasks, worker_job_name,
-        graph_hook_fn=graph_hook_fn, deployment_options=deployment_options)
+        graph_hook_fn=graph_hook_fn, deployment_options=deployment_options, faults=faults)
     return run_training(training_graph, train_config, train_dir, master=master,
                         is_chief=is_chief, session_config_override=session_config_override,
-                        on_finish=on_finish, startup_timeout_secs=startup_timeout_secs)
+                        on_finish=on_finish, startup_timeout_secs=startup_timeout_secs,
+                        faults=faults)
   finally:
     if train_config.use_mixed_precision:
       # The rewrite is process-global; later graphs must not inherit it.

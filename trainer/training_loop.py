@@ -9,7 +9,13 @@ Python from the global step it fetched, and adds what long jobs need:
 * a clear error naming the step when the loss or the gradient norm becomes
   inf or NaN (the variables are left as they were);
 * preemption: after SIGTERM, the chief writes a checkpoint at the current
-  step and training stops with `TrainingPreempted`.
+  step and training stops with `TrainingPreempted`; with
+  `TaskFaults.termination_grace_secs` the process exits once that grace has
+  passed, whatever it is blocked in (a step waiting for a dead peer, a
+  `Session.close()`);
+* faults (`deployment.fault_tolerance`): a step failing on a lost peer starts
+  the recovery deadline, the first step of a rebuilt session logs what was
+  restored, and a sync-replicas monitor runs beside the steps.
 
 Usage (trainer.trainer.train does this):
 
@@ -29,6 +35,8 @@ import time
 from absl import logging
 import tensorflow as tf
 
+from deployment import exit_codes
+from deployment import fault_tolerance
 from trainer import numerics
 
 NAN_LOSS_MESSAGE = 'LossTensor is inf or nan.'
@@ -84,11 +92,15 @@ class TrainStepRunner:
       train op ran (a control dependency on it). Without it the step fetched
       beside the train op may be the value before the update, and training
       would run one step past `number_of_steps`.
+    faults: optional `deployment.fault_tolerance.TaskFaults`.
+    replica_monitor: optional `deployment.replica_watch.ReplicaMonitor`, started with
+      the first step and stopped when training ends.
   """
 
   def __init__(self, number_of_steps=None, examples_per_step=0,
                log_every_n_steps=10, is_chief=True, saver=None,
-               checkpoint_path=None, on_finish=None, step_after_update=None):
+               checkpoint_path=None, on_finish=None, step_after_update=None,
+               faults=None, replica_monitor=None):
     self._number_of_steps = number_of_steps or None
     self._examples_per_step = examples_per_step
     self._log_every_n_steps = log_every_n_steps
@@ -97,6 +109,10 @@ class TrainStepRunner:
     self._checkpoint_path = checkpoint_path
     self._on_finish = on_finish
     self._step_after_update = step_after_update
+    self._faults = faults or fault_tolerance.TaskFaults()
+    self._replica_monitor = replica_monitor
+    self._grace_watchdog = None
+    self._checkpoint_written = False
     self._preempt_requested = threading.Event()
     self._preempted = None
     self._window_start = None
@@ -109,17 +125,41 @@ class TrainStepRunner:
 
   @contextlib.contextmanager
   def handle_sigterm(self):
-    """While active, SIGTERM requests preemption instead of killing."""
+    """While active, SIGTERM requests preemption instead of killing.
+
+    With a termination grace, SIGTERM also starts the countdown at once (from
+    a watching thread, even while a step blocks the main thread).
+    """
     if threading.current_thread() is not threading.main_thread():
       yield
       return
     previous = signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGTERM,
                   lambda signum, frame: self.request_preemption())
+    remove_listener = (fault_tolerance.add_sigterm_listener(self._start_grace)
+                       if self._faults.termination_grace_secs else None)
     try:
       yield
     finally:
+      if remove_listener is not None:
+        remove_listener()
       signal.signal(signal.SIGTERM, previous)
+
+  def _start_grace(self):
+    """SIGTERM arrived: stop after this step, and exit when the grace is spent."""
+    self.request_preemption()
+    if self._grace_watchdog is None:
+      grace = self._faults.termination_grace_secs
+      self._grace_watchdog = fault_tolerance.Watchdog(
+          grace, self._exit_code_after_sigterm,
+          'SIGTERM: still running after deploy_config.termination_grace_secs=%d '
+          '(blocked on a peer?); exiting' % grace).start()
+
+  def _exit_code_after_sigterm(self):
+    """143 once the preemption checkpoint is written (or for non-chiefs), else retryable."""
+    if self._checkpoint_written or not self._is_chief:
+      return exit_codes.PREEMPTED
+    return exit_codes.RETRYABLE
 
   def raise_if_preempted(self):
     """Raises `TrainingPreempted` if the loop stopped because of SIGTERM."""
@@ -146,12 +186,15 @@ class TrainStepRunner:
     self._window_start = (now, step)
 
   def _finish(self, sess, step):
+    if self._replica_monitor is not None:
+      self._replica_monitor.stop()
     logging.info('training finished at global step %d', step)
     if self._on_finish is not None:
       self._on_finish(sess, step)
 
   def __call__(self, sess, train_op, global_step, train_step_kwargs):
     del train_step_kwargs  # Logging and stopping are decided here instead.
+    self._watch_session(sess, global_step)
     if self.last_step is None and self._number_of_steps:
       # A task (re)started after the end must not push the step past it.
       step = int(sess.run(global_step))
@@ -162,6 +205,10 @@ class TrainStepRunner:
     try:
       loss, step = sess.run([train_op, self._step_after_update
                              if self._step_after_update is not None else global_step])
+    except fault_tolerance.PEER_ERRORS as e:
+      if self._faults.recovery is not None:
+        self._faults.recovery.lost(e, self.last_step)
+      raise
     except tf.errors.InvalidArgumentError as e:
       cause = _numerics_failure(str(e.message))
       if cause is None:
@@ -179,6 +226,7 @@ class TrainStepRunner:
       path = self._checkpoint_path
       if self._is_chief and self._saver is not None and path:
         path = self._saver.save(sess, path, global_step=self.last_step)
+        self._checkpoint_written = True
         logging.info('SIGTERM: wrote checkpoint %s, stopping', path)
       self._preempted = TrainingPreempted(self.last_step, path)
       self._finish(sess, self.last_step)
@@ -187,3 +235,11 @@ class TrainStepRunner:
       self._finish(sess, self.last_step)
       return loss, True
     return loss, False
+
+  def _watch_session(self, sess, global_step):
+    """Before a step: end a recovery in progress, start the replica monitor."""
+    recovery = self._faults.recovery
+    if recovery is not None and recovery.recovering:
+      recovery.resumed(int(sess.run(global_step)))
+    if self._replica_monitor is not None:
+      self._replica_monitor.start(sess)

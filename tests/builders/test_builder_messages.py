@@ -94,5 +94,19 @@ def test_deploy_config_flags_win_and_minus_one_means_one_per_gpu():
     deploy_config_builder.build(pipeline_pb2.DeployConfig(num_clones=0))
 
 
+def test_deploy_config_cluster_timeouts_defaults_and_checks():
+  timeouts = deploy_config_builder.cluster_timeouts(pipeline_pb2.DeployConfig())
+  assert timeouts == deploy_config_builder.ClusterTimeouts(
+      startup=600, chief=300, termination_grace=25, replica=300, recovery=300)
+  message = pipeline_pb2.DeployConfig(termination_grace_secs=10, replica_timeout_secs=40,
+                                      recovery_timeout_secs=50)
+  timeouts = deploy_config_builder.cluster_timeouts(message)
+  assert (timeouts.termination_grace, timeouts.replica, timeouts.recovery) == (10, 40, 50)
+  with pytest.raises(ValueError, match=r'deploy_config\.replica_timeout_secs must be positive'):
+    deploy_config_builder.cluster_timeouts(pipeline_pb2.DeployConfig(replica_timeout_secs=0))
+  with pytest.raises(ValueError, match=r'deploy_config not of type pipeline_pb2\.DeployConfig'):
+    deploy_config_builder.cluster_timeouts(_WRONG)
+
+
 if __name__ == '__main__':
   sys.exit(pytest.main([__file__, '-q']))

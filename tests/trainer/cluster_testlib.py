@@ -71,7 +71,8 @@ def write_pipeline_config(directory, data, num_steps=20, batch_size=4, learning_
                           sync_replicas=False, replicas_to_aggregate=1, num_clones=1,
                           save_interval_secs=600, log_every_n_steps=1,
                           startup_timeout_secs=60, chief_timeout_secs=60, name='pipeline.config',
-                          debug_nan_loss_at_step=0):
+                          debug_nan_loss_at_step=0, termination_grace_secs=25,
+                          replica_timeout_secs=300, recovery_timeout_secs=300):
   """Writes a pipeline config for the tiny classifier; returns its path."""
   text = """
 model { slim_classifier {
@@ -104,13 +105,18 @@ deploy_config {
   clone_on_cpu: true
   startup_timeout_secs: %(startup)d
   chief_timeout_secs: %(chief)d
+  termination_grace_secs: %(grace)d
+  replica_timeout_secs: %(replica_timeout)d
+  recovery_timeout_secs: %(recovery)d
 }
 """ % dict(num_classes=NUM_CLASSES, size=IMAGE_SIZE, batch_size=batch_size,
            num_steps=num_steps, sync='true' if sync_replicas else 'false',
            replicas=replicas_to_aggregate, lr=learning_rate, log_every=log_every_n_steps,
            save_secs=save_interval_secs, label_map=data['label_map_path'],
            pattern=data['pattern'], num_clones=num_clones, startup=startup_timeout_secs,
-           chief=chief_timeout_secs, nan_step=debug_nan_loss_at_step)
+           chief=chief_timeout_secs, nan_step=debug_nan_loss_at_step,
+           grace=termination_grace_secs, replica_timeout=replica_timeout_secs,
+           recovery=recovery_timeout_secs)
   path = os.path.join(directory, name)
   with open(path, 'w') as f:
     f.write(text)
@@ -171,6 +177,13 @@ def wait_until(predicate, timeout, group, what, interval=0.3):
     if time.time() > deadline:
       raise TimeoutError('%s did not happen within %ss\n%s' % (what, timeout, group.logs()))
     time.sleep(interval)
+
+
+def wait_all(group, processes, timeout):
+  """Waits for every process of `processes` ({name: TaskProcess}); returns {name: code}."""
+  deadline = time.time() + timeout
+  return {name: group.wait(process, timeout=max(deadline - time.time(), 1))
+          for name, process in sorted(processes.items())}
 
 
 def wait_for_step(group, process, step, timeout):

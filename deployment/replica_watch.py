@@ -1,0 +1,281 @@
+"""Sync replicas that stopped delivering gradients: found, named, and the job ended.
+
+TF's `SyncReplicasOptimizer` counts gradients, not replicas: when a worker
+dies, the others either block for good waiting for its gradients or go on
+without it on leftover tokens, and nothing says which worker is gone. Here
+each replica stamps, on the global step's ps, the local step its gradients
+carry, and bumps a heartbeat counter; every task runs a `ReplicaMonitor`
+that reads both, logs the missing replicas by name and, after
+`deploy_config.replica_timeout_secs`, ends the task retryable (the chief
+first checkpoints and tells the ps tasks why).
+
+    progress = replica_watch.ReplicaProgress(
+        ['/job:chief/task:0', '/job:worker/task:0'], global_step.device)
+    train_op = ...  # sync_optimizer.apply_gradients(...)
+    stamp = progress.stamp_delivery('/job:worker/task:0', sync_optimizer, gradients)
+    monitor = replica_watch.ReplicaMonitor.for_task(progress, global_step, faults)
+    monitor.start(sess)   # the trainer's TrainStepRunner does this at the first step
+
+Differs on purpose: the original had no such watch (a missing replica was
+silent, and a closed token queue ended training as if it were done).
+"""
+
+import re
+import threading
+import time
+
+from absl import logging
+import tensorflow as tf
+
+from deployment import exit_codes
+from deployment import fault_tolerance
+
+
+class _Stamps(object):
+  """One bare int64 resource variable per replica on `device`, named `prefix` + replica."""
+
+  def __init__(self, prefix, replica_names, device):
+    self.handles = {}
+    for name in replica_names:
+      variable_name = prefix + re.sub(r'[^A-Za-z0-9]+', '_', name)
+      self.handles[name] = tf.raw_ops.VarHandleOp(
+          dtype=tf.int64, shape=[], shared_name=variable_name, name=variable_name)
+    self._names = list(replica_names)
+    self._initialized = [tf.raw_ops.VarIsInitializedOp(resource=self.handles[n])
+                         for n in self._names]
+    self._reads = [tf.raw_ops.ReadVariableOp(resource=self.handles[n], dtype=tf.int64)
+                   for n in self._names]
+
+  def read(self, sess, options):
+    """{replica name: value, or None if never assigned}."""
+    initialized = sess.run(self._initialized, options=options)
+    reads = [r for r, ok in zip(self._reads, initialized) if ok]
+    values = iter(sess.run(reads, options=options) if reads else [])
+    return {name: int(next(values)) if ok else None
+            for name, ok in zip(self._names, initialized)}
+
+
+class ReplicaProgress(object):
+  """Per sync replica, on the ps: the step it last delivered gradients for, and a heartbeat.
+
+  The delivery stamp is the local step its gradients carry (what the
+  accumulators compare with the global step). The heartbeat is a counter its
+  `ReplicaMonitor` bumps every poll, so a replica blocked in a step (waiting
+  for its token) is told apart from a dead or cut-off one. Both are bare
+  resource variables (no collection): savers, initialisers and the ready
+  check never see them, each replica creates its own with its first
+  assignment, and one never assigned reads as None.
+
+  Args:
+    replica_names: every training task, e.g. ['/job:chief/task:0',
+      '/job:worker/task:0'].
+    device: where the stamps live (the global step's ps).
+  """
+
+  def __init__(self, replica_names, device):
+    self.replica_names = list(replica_names)
+    self._device = device
+    with tf.compat.v1.device(device):
+      self._delivered = _Stamps('slimtrain_replica_delivered', self.replica_names, device)
+      self._alive = _Stamps('slimtrain_replica_alive', self.replica_names, device)
+      self._beat_value = tf.compat.v1.placeholder(tf.int64, [], name='replica_heartbeat')
+      self._beats = {name: tf.raw_ops.AssignVariableOp(resource=handle, value=self._beat_value)
+                     for name, handle in self._alive.handles.items()}
+
+  def stamp(self, replica_name, step, after):
+    """An op recording that `replica_name` delivered gradients for `step`.
+
+    Args:
+      replica_name: one of `replica_names`.
+      step: the global step the gradients were computed at (a tensor).
+      after: tensors (the gradients) the stamp waits for.
+
+    Returns:
+      The assignment op; run it with the train op.
+    """
+    with tf.compat.v1.device(self._device), tf.control_dependencies(after):
+      return tf.raw_ops.AssignVariableOp(resource=self._delivered.handles[replica_name],
+                                         value=tf.cast(step, tf.int64))
+
+  def stamp_delivery(self, replica_name, sync_optimizer, gradients):
+    """The op stamping the local step `sync_optimizer`'s gradients carry.
+
+    Call it after `sync_optimizer.apply_gradients` (which creates that local
+    step). It waits for the gradients, not for the token, so a step blocked
+    on a missing replica is already stamped.
+
+    Args:
+      replica_name: this replica, one of `replica_names`.
+      sync_optimizer: a `deployment.sync_replicas.SyncReplicasOptimizer`.
+      gradients: this step's gradients (None entries are skipped).
+    """
+    return self.stamp(replica_name, sync_optimizer.local_step.read_value(),
+                      after=[g for g in gradients if g is not None])
+
+  def read(self, sess, options=None):
+    """{replica name: last delivered step, or None if it never delivered}."""
+    return self._delivered.read(sess, options)
+
+  def heartbeats(self, sess, options=None):
+    """{replica name: heartbeat counter, or None if it never beat}."""
+    return self._alive.read(sess, options)
+
+  def beat(self, sess, replica_name, count, options=None):
+    """Sets `replica_name`'s heartbeat counter to `count`."""
+    sess.run(self._beats[replica_name], feed_dict={self._beat_value: count}, options=options)
+
+
+def replica_log_interval(timeout_secs):
+  """Seconds between "replicas missing" lines: 30, or a third of a shorter timeout."""
+  return min(30.0, max(1.0, timeout_secs / 3.0))
+
+
+class ReplicaMonitor(object):
+  """Watches a sync-replicas job for replicas that stopped delivering gradients.
+
+  A replica is missing when it has not delivered gradients for the current
+  global step and its heartbeat stopped (dead or cut off; the others may go
+  on without it on leftover tokens), or, when every late replica still
+  beats, while the global step stays put. The monitor logs the missing
+  replicas every `replica_log_interval`; once one has been missing for
+  `timeout_secs` it calls `on_timeout(message, sess)` (which ends the
+  process).
+
+  Args:
+    progress: the graph's `ReplicaProgress`.
+    global_step: the global step tensor.
+    timeout_secs: deploy_config.replica_timeout_secs.
+    on_timeout: callable(message, sess) run from the monitor's thread.
+    final_step: the training's last step (None: no end); reaching it is not
+      a stall.
+    poll_secs: seconds between reads.
+    replica_name: this task's replica, whose heartbeat the monitor bumps
+      (None: no heartbeat).
+    silent_secs: a heartbeat unchanged this long counts as stopped (default:
+      5 polls, at least 10 s).
+  """
+
+  def __init__(self, progress, global_step, timeout_secs, on_timeout, final_step=None,
+               poll_secs=2.0, replica_name=None, silent_secs=None):
+    self._progress = progress
+    self._replica_name = replica_name
+    self._beat_count = 0
+    self._silent_secs = silent_secs or max(10.0, 5 * poll_secs)
+    self._beats_seen = {}  # replica -> (counter, when it last changed)
+    self._global_step = global_step
+    self._timeout_secs = timeout_secs
+    self._on_timeout = on_timeout
+    self._final_step = final_step
+    self._poll_secs = poll_secs
+    self._stop = threading.Event()
+    self._thread = None
+
+  @classmethod
+  def for_task(cls, progress, global_step, faults, final_step=None, saver=None,
+               checkpoint_path=None):
+    """The monitor of a training task: on timeout, save, tell the ps, exit retryable.
+
+    Args:
+      progress: the graph's `ReplicaProgress`.
+      global_step: the graph's global step tensor.
+      faults: the task's `TaskFaults` (timeout, `end_job`).
+      final_step: the training's last step (0 or None: none).
+      saver: the chief's `Saver`, to checkpoint the step reached; None for
+        the other tasks.
+      checkpoint_path: the checkpoint prefix for `saver`.
+
+    Returns:
+      A `ReplicaMonitor`.
+    """
+    def save(sess):
+      # From the monitor's thread, whose default context is eager: enter the graph.
+      with sess.graph.as_default():
+        step = int(sess.run(global_step))
+        path = saver.save(sess, checkpoint_path, global_step=step, write_meta_graph=False)
+      logging.info('sync replicas: wrote checkpoint %s before exiting', path)
+
+    def give_up(message, sess):
+      def last_words():
+        if saver is not None:
+          fault_tolerance.run_bounded(lambda: save(sess), fault_tolerance.LAST_WORDS_SECS,
+                                      'the final checkpoint')
+        if faults.end_job is not None:
+          faults.end_job(message)
+      fault_tolerance.exit_after(exit_codes.RETRYABLE, message, last_words)
+    return cls(progress, global_step, faults.replica_timeout_secs, give_up,
+               final_step=final_step or None, replica_name=faults.replica_name)
+
+  def start(self, sess):
+    """Starts watching through `sess` in a daemon thread (once)."""
+    if self._thread is None:
+      self._thread = threading.Thread(target=self._loop, args=(sess,),
+                                      name='ReplicaMonitor', daemon=True)
+      self._thread.start()
+
+  def stop(self):
+    self._stop.set()
+
+  def _silent(self, heartbeats, now):
+    """Replicas whose heartbeat has not changed for `silent_secs`."""
+    silent = set()
+    for name, count in heartbeats.items():
+      seen = self._beats_seen.get(name)
+      if seen is None or seen[0] != count:
+        self._beats_seen[name] = seen = (count, now)
+      if count is None or now - seen[1] >= self._silent_secs:
+        silent.add(name)
+    return silent
+
+  def _read(self, sess, options):
+    """(global step, replicas late for it, silent replicas); raises on read errors."""
+    if self._replica_name is not None:
+      self._beat_count += 1
+      self._progress.beat(sess, self._replica_name, self._beat_count, options=options)
+    step = int(sess.run(self._global_step, options=options))
+    stamps = self._progress.read(sess, options=options)
+    silent = self._silent(self._progress.heartbeats(sess, options=options), time.time())
+    late = [name for name, stamp in stamps.items() if stamp is None or stamp < step]
+    return step, late, silent
+
+  def _missing(self, step, late, silent, now):
+    """([replicas to name], since when they are missing) or ([], None).
+
+    A late and silent replica is gone, even if the others go on without it;
+    late replicas that still beat are missing only while the step is stuck.
+    """
+    if step != self._last_step or (self._final_step and step >= self._final_step):
+      self._last_step, self._stalled_since = step, now
+    gone = [name for name in late if name in silent]
+    self._gone_since = {name: self._gone_since.get(name, now) for name in gone}
+    if self._final_step and step >= self._final_step:
+      return [], None
+    if gone:
+      return gone, min(self._gone_since.values())
+    if late and now > self._stalled_since:
+      return late, self._stalled_since
+    return [], None
+
+  def _loop(self, sess):
+    options = tf.compat.v1.RunOptions(timeout_in_ms=10000)
+    self._last_step, self._stalled_since, self._gone_since = None, time.time(), {}
+    last_log = time.time()
+    while not self._stop.wait(self._poll_secs):
+      try:
+        step, late, silent = self._read(sess, options)
+      except (tf.errors.OpError, RuntimeError):
+        continue  # A lost ps is the recovery's business; a closed session ends us soon.
+      now = time.time()
+      missing, since = self._missing(step, late, silent, now)
+      if not missing:
+        last_log = now
+        continue
+      message = ('sync replicas: no gradients from %s for global step %d in %.0f s '
+                 '(deploy_config.replica_timeout_secs=%d)' % (
+                     ', '.join(missing), step, now - since, self._timeout_secs))
+      if now - since >= self._timeout_secs and not self._stop.is_set():
+        self._on_timeout(message + '; exiting retryable', sess)
+        return
+      interval = replica_log_interval(self._timeout_secs)
+      if now - since >= interval and now - last_log >= interval:
+        logging.warning('%s', message)
+        last_log = now
