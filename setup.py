@@ -44,7 +44,9 @@ setup(
     ],
     extras_require={
         # grpcio-tools: the Makefile recompiles protos in place for the editable checkout.
-        'test': ['pytest', 'pytest-xdist', 'ruff', 'grpcio-tools'],
+        'test': ['pytest', 'pytest-xdist', 'ruff', 'grpcio-tools', 'pandas'],
+        # tfe.inputs.pandas_input_fn.
+        'pandas': ['pandas'],
     },
     cmdclass={'build_py': BuildPyWithProtos},
 )

@@ -11,7 +11,8 @@ Map:
   `model_fn.py` (`ModeKeys`, `EstimatorSpec`), `run_config.py` (`RunConfig`,
   TF_CONFIG), `util.py` (small shared helpers), `eval_summaries.py` (eval
   events), `warm_starting.py` (`WarmStartSettings`), `replicate.py` (several
-  clones per step, `TowerOptimizer`).
+  clones per step, `TowerOptimizer`), `inputs.py` (`tfe.inputs`: input_fns over numpy
+  arrays and pandas DataFrames).
 * Exporting: `export/` (serving receivers and export outputs, `tfe.export`),
   `saved_model.py` (an Estimator's SavedModel: MetaGraphs and signatures),
   `exporter.py` (`FinalExporter`, `LatestExporter`, `BestExporter`).
@@ -26,6 +27,7 @@ from core import compat  # noqa: F401  (must run before tf_slim is used)
 
 # Estimator core (estimator.py, model_fn.py, run_config.py, warm_starting.py, export/).
 from trainer.estimator import export  # noqa: F401
+from trainer.estimator import inputs  # noqa: F401  (tfe.inputs.numpy_input_fn, pandas_input_fn)
 from trainer.estimator import keras  # noqa: F401  (tfe.keras.model_to_estimator)
 from trainer.estimator.estimator import Estimator  # noqa: F401
 from trainer.estimator.model_fn import EstimatorSpec  # noqa: F401
