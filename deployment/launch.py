@@ -27,7 +27,8 @@ to --max_backoff_secs), as long as the job has restarted fewer than
   --finish_timeout_secs to end by themselves (ps tasks exit when the trainer
   tells them training is done), then they are stopped;
 * 143: the launcher got SIGTERM or SIGINT; it sends SIGTERM to every task
-  (the chief writes a checkpoint) and waits --grace_secs before SIGKILL;
+  (the chief writes a checkpoint) and waits --grace_secs before SIGKILL (a
+  second signal, e.g. a second Ctrl-C, kills at once);
 * the code of the task that failed and is not restarted otherwise (signals
   reported as 128 + N); the other tasks are then stopped.
 
@@ -184,6 +185,7 @@ class Launcher(object):
     self._success_key = replicas_lib.success_task(self._specs)
     self._write_lock = threading.Lock()
     self._stop_signal = None
+    self._stop_requests = 0
     self._stopping = False
     self._outcome = None
     self._stop_at = None
@@ -223,8 +225,13 @@ class Launcher(object):
       self.kill_all()
 
   def request_stop(self, signum=signal.SIGTERM):
-    """Asks the job to stop as preempted (safe from a signal handler or thread)."""
+    """Asks the job to stop as preempted (safe from a signal handler or thread).
+
+    The first request sends SIGTERM to every task and gives them the grace
+    period; a second one (a second Ctrl-C) SIGKILLs whatever still runs.
+    """
     self._stop_signal = signum
+    self._stop_requests += 1
 
   def start(self):
     """Picks the addresses and starts every task (ps tasks first)."""
@@ -253,6 +260,9 @@ class Launcher(object):
     while True:
       if self._stop_signal is not None and not self._stopping:
         self._stop_for_signal()
+      elif self._stop_requests > 1 and self._kill_at is not None:
+        self.log('second stop request: SIGKILL now')
+        self._kill_at = time.monotonic()
       now = time.monotonic()
       for task in self._tasks:
         self._check(task, now)

@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -21,6 +22,7 @@ import pytest
 from deployment import launch
 from deployment import replicas
 from tests import cluster_util
+from tests.deployment import launch_task_main
 
 pytestmark = pytest.mark.cluster
 
@@ -179,6 +181,33 @@ def test_tasks_ignoring_sigterm_are_killed_after_the_grace_period(tmp_path):
     assert '[%s] %s ignoring SIGTERM' % (task, task) in log
     assert '[launch] %s still running 1s after SIGTERM: SIGKILL' % task in log
     assert (task, 128 + 9) in launcher.exits
+
+
+def test_a_second_stop_request_kills_at_once(tmp_path):
+  specs = _specs(tmp_path, ignore_sigterm='chief:0,worker:0,ps:0')
+  launcher = launch.Launcher(specs, grace_secs=60, out=io.StringIO(),
+                             cwd=cluster_util.REPO_ROOT, env={'CUDA_VISIBLE_DEVICES': ''})
+
+  def stop_twice():
+    for task in ('chief:0', 'worker:0', 'ps:0'):
+      launch_task_main._wait_for_lines(str(tmp_path), task, 1, 'ignoring')
+    launcher.request_stop()
+    while 'SIGKILL after 60s' not in launcher_output():
+      time.sleep(0.05)
+    launcher.request_stop()
+
+  def launcher_output():
+    return launcher._out.getvalue()  # pylint: disable=protected-access
+
+  stopper = threading.Thread(target=stop_twice, daemon=True)
+  stopper.start()
+  code = launcher.run(handle_signals=False)
+  stopper.join(timeout=60)
+  log = launcher_output()
+  assert code == 143, log
+  assert '[launch] second stop request: SIGKILL now' in log
+  for task in ('chief:0', 'worker:0', 'ps:0'):
+    assert (task, 128 + 9) in launcher.exits, log
 
 
 def test_after_success_lingering_tasks_are_stopped(tmp_path):
