@@ -279,7 +279,12 @@ class Launcher(object):
     for task in self._tasks:
       if task.running:
         self._signal(task, signal.SIGKILL)
-        task.popen.wait()
+        try:
+          task.popen.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+          self.log('%s (pid %d) did not die within 30s of SIGKILL' % (
+              task.name, task.popen.pid))
+          continue
         self._reap(task)
 
   def _task_env(self, task):
