@@ -456,9 +456,12 @@ def test_model_main_with_an_evaluator_from_flags(tmp_path, ssd_config):
   code = _finish(process, log_path, 590)
   log = _read(log_path)
   assert code == 0, log[-20000:]
-  assert _checkpoint_step(model_dir) == _NUM_STEPS
+  # model_main trains asynchronously: each of the two replicas may finish the
+  # step it was running when the other reached num_steps.
+  final_step = _checkpoint_step(model_dir)
+  assert _NUM_STEPS <= final_step <= _NUM_STEPS + 2, final_step
   # The evaluator (model_main's evaluator role) evaluated the final checkpoint and exited 0.
-  assert re.search(r'^\[evaluator:0\] .*Saving dict for global step %d:' % _NUM_STEPS, log,
+  assert re.search(r'^\[evaluator:0\] .*Saving dict for global step %d:' % final_step, log,
                    re.M), log[-20000:]
   assert '[launch] evaluator:0 exited with code 0' in log
   assert re.search(r'^\[progress\] loss = \S+, step = \d+', log, re.M), log[-20000:]
