@@ -412,11 +412,11 @@ def _checkpoint_step(train_dir):
 def _assert_trained(code, log_path, train_dir):
   log = _read(log_path)
   assert code == 0, log[-20000:]
-  assert _checkpoint_step(train_dir) == _NUM_STEPS
+  assert _checkpoint_step(train_dir) == _NUM_STEPS, log[-20000:]
   assert re.search(r'^\[progress\] global step \d+, loss = ', log, re.M), log[-20000:]
   assert '[launch] chief:0 exited with code 0: the job succeeded' in log
   for task in ('chief:0', 'worker:0', 'ps:0'):
-    assert re.search(r'^\[%s\] ' % task, log, re.M), task
+    assert re.search(r'^\[%s\] ' % task, log, re.M), (task, log[-20000:])
 
 
 @pytest.mark.slow
