@@ -230,23 +230,23 @@ def test_a_command_that_cannot_start_fails_the_job_with_127(tmp_path):
 
 def test_evaluator_command_follows_the_program():
   train_args = ['--pipeline_config_path=p.config', '--train_dir', '/tmp/t', '--alsologtostderr']
-  assert launch.evaluator_command('trainer.train', train_args) == [
+  assert replicas.evaluator_command('trainer.train', train_args) == [
       sys.executable, '-m', 'trainer.eval', '--pipeline_config_path=p.config',
       '--checkpoint_dir=/tmp/t', '--eval_dir=/tmp/t/eval']
   main_args = ['--pipeline_config_path=p.config', '--model_dir=/tmp/m']
-  assert launch.evaluator_command('trainer.model_main', main_args) == [
+  assert replicas.evaluator_command('trainer.model_main', main_args) == [
       sys.executable, '-m', 'trainer.model_main'] + main_args
   with pytest.raises(ValueError, match='needs --train_dir'):
-    launch.evaluator_command('trainer.train', ['--pipeline_config_path=p.config'])
-  assert launch.local_command(['python3', '-m', 'x']) == [sys.executable, '-m', 'x']
-  assert launch.local_command(['/usr/bin/env', 'python']) == ['/usr/bin/env', 'python']
+    replicas.evaluator_command('trainer.train', ['--pipeline_config_path=p.config'])
+  assert replicas.local_command(['python3', '-m', 'x']) == [sys.executable, '-m', 'x']
+  assert replicas.local_command(['/usr/bin/env', 'python']) == ['/usr/bin/env', 'python']
 
 
 def test_netns_puts_every_task_on_its_own_host(tmp_path, netns_network):
   specs = _specs(tmp_path, workers=2, chief_args=['--wait_for_exits=worker:1=2'],
                  exit_codes='worker:1=129')
   specs.append(replicas.ReplicaSpec('evaluator', 1, specs[0].command[:4]))
-  network = netns_network(launch.netns_hosts(specs))
+  network = netns_network(replicas.netns_hosts(specs))
   code, launcher, log = _run(specs, network=network)
   assert code == 0, log
   cluster = launcher.cluster
