@@ -27,7 +27,8 @@ to --max_backoff_secs), as long as the job has restarted fewer than
   --finish_timeout_secs to end by themselves (ps tasks exit when the trainer
   tells them training is done), then they are stopped;
 * 143: the launcher got SIGTERM or SIGINT; it sends SIGTERM to every task
-  (the chief writes a checkpoint) and waits --grace_secs before SIGKILL;
+  (the chief writes a checkpoint) and waits --grace_secs before SIGKILL (a
+  second signal, e.g. a second Ctrl-C, kills at once);
 * the code of the task that failed and is not restarted otherwise (signals
   reported as 128 + N); the other tasks are then stopped.
 
@@ -85,30 +86,7 @@ _POLL_SECS = 0.1
 # A command that cannot be started (not found, not executable): permanent,
 # the code a shell gives a command it cannot find.
 _CANNOT_START = 127
-# With --netns every task has an address of its own: all use the TFJob port.
-NETNS_PORT = 2222
 
-
-
-def netns_hosts(specs):
-  """Host names of a `netns.Network` for `specs`: '<type><index>' per task."""
-  return ['%s%d' % (spec.replica_type, i) for spec in specs for i in range(spec.replicas)]
-
-
-def netns_cluster(network, specs, port=NETNS_PORT):
-  """The TF_CONFIG cluster of `specs` at the addresses of `network`'s hosts.
-
-  Args:
-    network: a created `netns.Network` with the hosts of `netns_hosts(specs)`.
-    specs: list of `replicas.ReplicaSpec`.
-    port: the gRPC port of every task (each host has an address of its own).
-
-  Returns:
-    dict {type: ['10.213.X.Y:port', ...]}; no evaluator.
-  """
-  counts = {spec.replica_type: spec.replicas for spec in specs}
-  return {t: ['%s:%d' % (network.address('%s%d' % (t, i)), port) for i in range(counts[t])]
-          for t in replicas_lib.CLUSTER_TYPES if counts.get(t)}
 
 
 class _Task(object):
@@ -156,8 +134,8 @@ class Launcher(object):
       cluster: optional {type: [addresses]} to use instead of free loopback
         ports (must match the specs' replica counts).
       network: optional created `netns.Network` with one host per task named
-        '<type><index>' (see `netns_hosts`); each task then runs in its host's
-        namespace, at the address `netns_cluster` gives it.
+        '<type><index>' (see `replicas.netns_hosts`); each task then runs in its
+        host's namespace, at the address `replicas.netns_cluster` gives it.
 
     Raises:
       ValueError: on bad specs or numbers, naming them.
@@ -184,6 +162,7 @@ class Launcher(object):
     self._success_key = replicas_lib.success_task(self._specs)
     self._write_lock = threading.Lock()
     self._stop_signal = None
+    self._stop_requests = 0
     self._stopping = False
     self._outcome = None
     self._stop_at = None
@@ -223,13 +202,18 @@ class Launcher(object):
       self.kill_all()
 
   def request_stop(self, signum=signal.SIGTERM):
-    """Asks the job to stop as preempted (safe from a signal handler or thread)."""
+    """Asks the job to stop as preempted (safe from a signal handler or thread).
+
+    The first request sends SIGTERM to every task and gives them the grace
+    period; a second one (a second Ctrl-C) SIGKILLs whatever still runs.
+    """
     self._stop_signal = signum
+    self._stop_requests += 1
 
   def start(self):
     """Picks the addresses and starts every task (ps tasks first)."""
     if self._cluster is None and self._network is not None:
-      self._cluster = netns_cluster(self._network, self._specs)
+      self._cluster = replicas_lib.netns_cluster(self._network, self._specs)
     if self._cluster is None:
       addresses = iter(ports.loopback_addresses(replicas_lib.num_cluster_tasks(self._specs)))
       self._cluster = replicas_lib.local_cluster(self._specs, addresses)
@@ -253,6 +237,9 @@ class Launcher(object):
     while True:
       if self._stop_signal is not None and not self._stopping:
         self._stop_for_signal()
+      elif self._stop_requests > 1 and self._kill_at is not None:
+        self.log('second stop request: SIGKILL now')
+        self._kill_at = time.monotonic()
       now = time.monotonic()
       for task in self._tasks:
         self._check(task, now)
@@ -269,7 +256,12 @@ class Launcher(object):
     for task in self._tasks:
       if task.running:
         self._signal(task, signal.SIGKILL)
-        task.popen.wait()
+        try:
+          task.popen.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+          self.log('%s (pid %d) did not die within 30s of SIGKILL' % (
+              task.name, task.popen.pid))
+          continue
         self._reap(task)
 
   def _task_env(self, task):
@@ -446,7 +438,6 @@ class Launcher(object):
 # Command line.
 
 FLAGS = flags.FLAGS
-_PYTHON_NAMES = ('python', 'python3')
 
 
 def define_flags():
@@ -477,48 +468,6 @@ def define_flags():
                       'TASK_LOG_DIR/<type>-<index>.log.')
   flags.DEFINE_boolean('netns', False, 'Run every task in a network namespace of its own '
                        '(deployment/netns.py; needs root and iproute2).')
-
-
-def local_command(command):
-  """`command` with a leading `python`/`python3` replaced by this interpreter."""
-  command = list(command)
-  if command and os.path.basename(command[0]) in _PYTHON_NAMES:
-    command[0] = sys.executable
-  return command
-
-
-def _flag_value(args, name):
-  """The value of `--name=V` or `--name V` in a program's arguments, or None."""
-  for i, arg in enumerate(args):
-    if arg.startswith('--%s=' % name):
-      return arg.split('=', 1)[1]
-    if arg == '--%s' % name and i + 1 < len(args):
-      return args[i + 1]
-  return None
-
-
-def evaluator_command(module, program_args, evaluator_module=None):
-  """The evaluator's command for a job whose tasks run `module program_args`.
-
-  trainer.train's evaluator is trainer.eval on the same pipeline config,
-  reading the checkpoints of --train_dir and writing to train_dir/eval; any
-  other program (trainer.model_main) runs itself as the evaluator.
-
-  Raises:
-    ValueError: when trainer.train's flags lack --train_dir.
-  """
-  if module == 'trainer.train' and evaluator_module in (None, 'trainer.eval'):
-    train_dir = _flag_value(program_args, 'train_dir')
-    if not train_dir:
-      raise ValueError('--evaluator with --module=trainer.train needs --train_dir in the '
-                       'program flags after --')
-    args = ['--checkpoint_dir=%s' % train_dir,
-            '--eval_dir=%s' % os.path.join(train_dir, 'eval')]
-    config = _flag_value(program_args, 'pipeline_config_path')
-    if config:
-      args.insert(0, '--pipeline_config_path=%s' % config)
-    return [sys.executable, '-m', 'trainer.eval'] + args
-  return [sys.executable, '-m', evaluator_module or module] + list(program_args)
 
 
 def _restart_policies():
@@ -553,7 +502,8 @@ def specs_from_flags(program_args):
            for t, n in counts.items() if n]
   if FLAGS.evaluator:
     try:
-      eval_command = evaluator_command(FLAGS.module, program_args, FLAGS.evaluator_module)
+      eval_command = replicas_lib.evaluator_command(FLAGS.module, program_args,
+                                                    FLAGS.evaluator_module)
     except ValueError as e:
       raise app.UsageError(str(e)) from None
     specs.append(replicas_lib.ReplicaSpec('evaluator', 1, eval_command,
@@ -571,7 +521,7 @@ def _read_tfjob(program_args):
     job = tfjob.read_tfjob(FLAGS.tfjob)
   except (OSError, ValueError) as e:
     raise app.UsageError('--tfjob: %s' % e) from None
-  specs = [s._replace(command=local_command(s.command)) for s in job.specs]
+  specs = [s._replace(command=replicas_lib.local_command(s.command)) for s in job.specs]
   backoff_limit = FLAGS.backoff_limit
   if job.backoff_limit is not None and not FLAGS['backoff_limit'].present:
     backoff_limit = job.backoff_limit  # the flag, when given, wins over the manifest
@@ -581,7 +531,7 @@ def _read_tfjob(program_args):
 def _run_job(specs, backoff_limit, job=None, network=None):
   """Runs the job (on `network` when given); returns the launcher's exit code."""
   if network is not None:
-    cluster = netns_cluster(network, specs)
+    cluster = replicas_lib.netns_cluster(network, specs)
   else:
     addresses = iter(ports.loopback_addresses(replicas_lib.num_cluster_tasks(specs)))
     cluster = replicas_lib.local_cluster(specs, addresses)
@@ -616,7 +566,7 @@ def main(argv):
     replicas_lib.check_specs(specs)
   except ValueError as e:
     raise app.UsageError(str(e)) from None
-  with netns.Network(netns_hosts([s for s in specs if s.replicas])) as network:
+  with netns.Network(replicas_lib.netns_hosts([s for s in specs if s.replicas])) as network:
     code = _run_job(specs, backoff_limit, job, network)
   sys.exit(code)
 

@@ -11,8 +11,14 @@ restart policy:
         replicas.ReplicaSpec('worker', 2, [...], restart_policy='ExitCode'),
         replicas.ReplicaSpec('ps', 1, [...]),
     ]
-    cluster = replicas.local_cluster(specs)        # {'chief': ['127.0.0.1:4321'], ...}
+    addresses = ports.loopback_addresses(replicas.num_cluster_tasks(specs))
+    cluster = replicas.local_cluster(specs, iter(addresses))   # {'chief': ['127.0.0.1:4321'], ...}
     os.environ['TF_CONFIG'] = replicas.tf_config(cluster, 'worker', 1)
+
+On a `netns.Network` with one host per task (`netns_hosts(specs)`),
+`netns_cluster` gives each task its host's address instead. The commands of
+a job run locally come from `local_command` (a manifest's `python` is this
+interpreter) and `evaluator_command` (trainer.eval beside trainer.train).
 
 `tf_config` writes what the Kubeflow training operator injects into a pod:
 the cluster (every type except the evaluator), the task (type lowercased,
@@ -30,6 +36,8 @@ Restart policies are TFJob's (`should_restart` decides one exit):
 
 import collections
 import json
+import os
+import sys
 
 from deployment import exit_codes
 
@@ -44,6 +52,9 @@ RESTART_POLICIES = (NEVER, ON_FAILURE, EXIT_CODE, ALWAYS)
 REPLICA_TYPES = ('ps', 'chief', 'master', 'worker', 'evaluator')
 # The evaluator is not part of the training cluster (TF_CONFIG leaves it out).
 CLUSTER_TYPES = ('chief', 'master', 'worker', 'ps')
+# On a netns network every task has an address of its own: all use the TFJob port.
+NETNS_PORT = 2222
+_PYTHON_NAMES = ('python', 'python3')
 
 
 class ReplicaSpec(collections.namedtuple(
@@ -157,3 +168,66 @@ def tf_config(cluster, task_type, task_index):
   return json.dumps({'cluster': cluster,
                      'task': {'type': task_type.lower(), 'index': task_index},
                      'environment': 'cloud'}, sort_keys=True)
+
+
+def netns_hosts(specs):
+  """Host names of a `netns.Network` for `specs`: '<type><index>' per task."""
+  return ['%s%d' % (spec.replica_type, i) for spec in specs for i in range(spec.replicas)]
+
+
+def netns_cluster(network, specs, port=NETNS_PORT):
+  """The TF_CONFIG cluster of `specs` at the addresses of `network`'s hosts.
+
+  Args:
+    network: a created `netns.Network` with the hosts of `netns_hosts(specs)`.
+    specs: list of `replicas.ReplicaSpec`.
+    port: the gRPC port of every task (each host has an address of its own).
+
+  Returns:
+    dict {type: ['10.213.X.Y:port', ...]}; no evaluator.
+  """
+  counts = {spec.replica_type: spec.replicas for spec in specs}
+  return {t: ['%s:%d' % (network.address('%s%d' % (t, i)), port) for i in range(counts[t])]
+          for t in CLUSTER_TYPES if counts.get(t)}
+
+
+def local_command(command):
+  """`command` with a leading `python`/`python3` replaced by this interpreter."""
+  command = list(command)
+  if command and os.path.basename(command[0]) in _PYTHON_NAMES:
+    command[0] = sys.executable
+  return command
+
+
+def _flag_value(args, name):
+  """The value of `--name=V` or `--name V` in a program's arguments, or None."""
+  for i, arg in enumerate(args):
+    if arg.startswith('--%s=' % name):
+      return arg.split('=', 1)[1]
+    if arg == '--%s' % name and i + 1 < len(args):
+      return args[i + 1]
+  return None
+
+
+def evaluator_command(module, program_args, evaluator_module=None):
+  """The evaluator's command for a job whose tasks run `module program_args`.
+
+  trainer.train's evaluator is trainer.eval on the same pipeline config,
+  reading the checkpoints of --train_dir and writing to train_dir/eval; any
+  other program (trainer.model_main) runs itself as the evaluator.
+
+  Raises:
+    ValueError: when trainer.train's flags lack --train_dir.
+  """
+  if module == 'trainer.train' and evaluator_module in (None, 'trainer.eval'):
+    train_dir = _flag_value(program_args, 'train_dir')
+    if not train_dir:
+      raise ValueError('--evaluator with --module=trainer.train needs --train_dir in the '
+                       'program flags after --')
+    args = ['--checkpoint_dir=%s' % train_dir,
+            '--eval_dir=%s' % os.path.join(train_dir, 'eval')]
+    config = _flag_value(program_args, 'pipeline_config_path')
+    if config:
+      args.insert(0, '--pipeline_config_path=%s' % config)
+    return [sys.executable, '-m', 'trainer.eval'] + args
+  return [sys.executable, '-m', evaluator_module or module] + list(program_args)
