@@ -229,7 +229,7 @@ def print_tables(name, variables, compute_s, out=sys.stdout):
             gbps, workers, 'sync' if sync else 'async',
             ' | '.join('%.2f' % (compute_s / steps[m]) for m in ps_list),
             ('M = %d (%.0f steps/s in all)' % (enough[0], workers / steps[enough[0]])
-             if enough else 'none of %s' % ps_list[-1:])), file=out)
+             if enough else 'none up to M = %d' % ps_list[-1])), file=out)
   gradient_bytes = sum(size for _, size, trainable in variables if trainable)
   bandwidth = _gbit(FLAGS.allreduce_gbps)
   print('replicated all-reduce on one machine (%g Gbit/s between devices): efficiency %s'
