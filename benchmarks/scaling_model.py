@@ -119,7 +119,7 @@ def model_variables(build_model):
   same device function.
   """
   with tf.Graph().as_default() as graph:
-    global_step = slim.create_global_step()
+    slim.create_global_step()
     build_model()
     trainable = {v.op.name for v in tf.compat.v1.trainable_variables()}
     result = []
@@ -127,7 +127,6 @@ def model_variables(build_model):
       if op.type in ('VarHandleOp', 'VariableV2'):
         size = _variable_bytes(op.node_def)
         result.append((op.node_def, size, op.name in trainable))
-  del global_step
   return result
 
 
