@@ -119,7 +119,7 @@ def model_variables(build_model):
   same device function.
   """
   with tf.Graph().as_default() as graph:
-    global_step = slim.create_global_step()
+    slim.create_global_step()
     build_model()
     trainable = {v.op.name for v in tf.compat.v1.trainable_variables()}
     result = []
@@ -127,7 +127,6 @@ def model_variables(build_model):
       if op.type in ('VarHandleOp', 'VariableV2'):
         size = _variable_bytes(op.node_def)
         result.append((op.node_def, size, op.name in trainable))
-  del global_step
   return result
 
 
@@ -229,7 +228,7 @@ def print_tables(name, variables, compute_s, out=sys.stdout):
             gbps, workers, 'sync' if sync else 'async',
             ' | '.join('%.2f' % (compute_s / steps[m]) for m in ps_list),
             ('M = %d (%.0f steps/s in all)' % (enough[0], workers / steps[enough[0]])
-             if enough else 'none of %s' % ps_list[-1:])), file=out)
+             if enough else 'none up to M = %d' % ps_list[-1])), file=out)
   gradient_bytes = sum(size for _, size, trainable in variables if trainable)
   bandwidth = _gbit(FLAGS.allreduce_gbps)
   print('replicated all-reduce on one machine (%g Gbit/s between devices): efficiency %s'
