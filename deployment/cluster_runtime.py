@@ -298,7 +298,8 @@ def _on_sigterm(tokens):
 
 
 def serve_until_training_done(server, cluster, chief_timeout_secs=300,
-                              startup_timeout_secs=600, termination_grace_secs=25):
+                              startup_timeout_secs=600, termination_grace_secs=25,
+                              chief_seen=False):
   """Runs a ps task until the chief signals the end of training.
 
   After the chief's signal the ps keeps serving until every other worker has
@@ -313,6 +314,8 @@ def serve_until_training_done(server, cluster, chief_timeout_secs=300,
     chief_timeout_secs: exit with ChiefLostError once the chief, after having
       been seen, is unreachable this long.
     startup_timeout_secs: same, for a chief that is never seen at all.
+    chief_seen: True when the caller has just talked to the chief (e.g. the
+      startup cluster check), so `chief_timeout_secs` applies from now on.
     termination_grace_secs: deploy_config.termination_grace_secs.
 
   Returns:
@@ -332,7 +335,8 @@ def serve_until_training_done(server, cluster, chief_timeout_secs=300,
       config = tf.compat.v1.ConfigProto(
           device_filters=['/job:ps/task:%d' % cluster.task_index])
       with tf.compat.v1.Session(server.target, graph=graph, config=config) as sess:
-        chief_watch = ChiefWatch(cluster, chief_timeout_secs, startup_timeout_secs)
+        chief_watch = ChiefWatch(cluster, chief_timeout_secs, startup_timeout_secs,
+                                 chief_seen=chief_seen)
         while True:
           try:
             tokens.add(*sess.run(dequeue, options=wait_options))
@@ -359,9 +363,10 @@ class ChiefWatch(object):
     cluster: this task's `deployment.cluster.ClusterConfig`.
     chief_timeout_secs: the limit once the chief has been seen.
     startup_timeout_secs: the limit for a chief never seen.
+    chief_seen: count the chief as seen now.
   """
 
-  def __init__(self, cluster, chief_timeout_secs, startup_timeout_secs):
+  def __init__(self, cluster, chief_timeout_secs, startup_timeout_secs, chief_seen=False):
     self._cluster = cluster
     chief_job = chief_device(cluster).split('/')[1][len('job:'):]
     self._address = cluster.cluster_spec.task_address(chief_job, 0)
@@ -370,7 +375,7 @@ class ChiefWatch(object):
     self._chief_timeout_secs = chief_timeout_secs
     self._startup_timeout_secs = startup_timeout_secs
     self._start = time.time()
-    self._last_seen = None
+    self._last_seen = self._start if chief_seen else None
 
   def check(self):
     """Returns if the chief answers (or has not been gone too long); logs while it waits.

@@ -112,7 +112,9 @@ def run(argv=None):
       return cluster_runtime.serve_until_training_done(
           server, cluster, chief_timeout_secs=timeouts.chief,
           startup_timeout_secs=timeouts.startup,
-          termination_grace_secs=timeouts.termination_grace)
+          termination_grace_secs=timeouts.termination_grace,
+          # The cluster check has just talked to the chief.
+          chief_seen=cluster.is_distributed and not cluster.is_chief)
     except cluster_check.ClusterMismatchError as e:
       logging.error('%s', e)
       return exit_codes.PERMANENT

@@ -145,7 +145,8 @@ def test_missing_ps_is_a_clear_error_after_the_startup_timeout(tmp_path, data):
   cluster = cluster_util.local_cluster(num_workers=1, num_ps=1)
   with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
     worker = lib.start_task(group, cluster, 'worker', 0, config, str(tmp_path / 'train'))
-    assert group.wait(worker, timeout=_EXIT_SECS) == 1, group.logs()
+    # A peer unreachable past its timeout: a restart may find it (issue 12 C).
+    assert group.wait(worker, timeout=_EXIT_SECS) == exit_codes.RETRYABLE, group.logs()
   assert 'still unreachable after' in worker.output()
   assert 'deploy_config.startup_timeout_secs=3' in worker.output()
 
