@@ -92,8 +92,15 @@ def _model_fn():
   return bench_util.make_classifier(FLAGS.net, FLAGS.image_size, NUM_CLASSES)
 
 
-def build_train_op(num_workers, task, sync):
+def build_train_op(num_workers, task, sync, num_ps=1, ps_strategy='round_robin'):
   """The model_deploy graph of worker `task`.
+
+  Args:
+    num_workers: worker replicas (0: one process, no ps).
+    task: this worker's index.
+    sync: use a SyncReplicasOptimizer over all workers.
+    num_ps: ps tasks the variables are placed on (when distributed).
+    ps_strategy: how variables are spread over them (model_deploy's `ps_strategy`).
 
   Returns:
     (train_op, global_step_after, sync_optimizer): the step (its value is the
@@ -104,8 +111,8 @@ def build_train_op(num_workers, task, sync):
   distributed = num_workers > 0
   config = model_deploy.DeploymentConfig(
       num_clones=1, clone_on_cpu=True, replica_id=task if distributed else 0,
-      num_replicas=max(num_workers, 1), num_ps_tasks=1 if distributed else 0,
-      worker_job_name='worker/task:%d' % task)
+      num_replicas=max(num_workers, 1), num_ps_tasks=num_ps if distributed else 0,
+      worker_job_name='worker/task:%d' % task, ps_strategy=ps_strategy)
   with tf.compat.v1.device(config.variables_device()):
     global_step = slim.create_global_step()
   clones = model_deploy.create_clones(config, bench_util.clone_loss,

@@ -54,6 +54,7 @@ variables say otherwise.
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -89,6 +90,8 @@ flags.DEFINE_float('allreduce_gbps', 100.0, 'Device-to-device bandwidth of the o
 flags.DEFINE_enum('ps_strategy', 'round_robin', ['round_robin', 'greedy'],
                   'How variables are spread over the ps tasks (as model_deploy).')
 FLAGS = flags.FLAGS
+# The line a task program prints once it has timed its steps.
+_RATE = re.compile(r'^RATE ([0-9.]+)$', re.M)
 
 STEP_BUDGET = 1.10  # a worker's step may take at most 110 % of its compute
 AGREEMENT = 0.20    # predictions within +-20 % of measured
@@ -320,28 +323,9 @@ def measure_link(megabytes=16, repeats=10, many=64):
 
 
 def build_train_op(num_workers, num_ps, task, sync):
-  """The worker graph of the check: model_deploy with `num_ps` ps tasks."""
-  from deployment import model_deploy  # noqa: PLC0415
-  config = model_deploy.DeploymentConfig(
-      num_clones=1, clone_on_cpu=True, replica_id=task, num_replicas=num_workers,
-      num_ps_tasks=num_ps, worker_job_name='worker/task:%d' % task,
-      ps_strategy=FLAGS.ps_strategy)
-  with tf.compat.v1.device(config.variables_device()):
-    global_step = slim.create_global_step()
-  clones = model_deploy.create_clones(config, bench_util.clone_loss, [
-      distributed._model_fn, FLAGS.batch_size, FLAGS.image_size])  # pylint: disable=protected-access
-  optimizer = tf.compat.v1.train.MomentumOptimizer(0.01, 0.9)
-  sync_optimizer = None
-  if sync:
-    optimizer = sync_optimizer = tf.compat.v1.train.SyncReplicasOptimizer(
-        optimizer, replicas_to_aggregate=num_workers, total_num_replicas=num_workers)
-  update_ops = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS, clones[0].scope)
-  with tf.compat.v1.device(config.optimizer_device()):
-    total_loss, grads_and_vars = model_deploy.optimize_clones(clones, optimizer)
-    update_ops.append(model_deploy.apply_gradients(clones, optimizer, grads_and_vars,
-                                                   global_step=global_step))
-    with tf.control_dependencies([tf.group(*update_ops)]):
-      train_op = tf.identity(total_loss, name='train_op')
+  """The worker graph of the check: distributed.py's, with `num_ps` ps tasks."""
+  train_op, _, sync_optimizer = distributed.build_train_op(
+      num_workers, task, sync, num_ps=num_ps, ps_strategy=FLAGS.ps_strategy)
   return train_op, sync_optimizer
 
 
@@ -405,7 +389,7 @@ def cluster_rate(num_workers, num_ps, sync, warmup, steps, timeout):
       processes += workers
       deadline = time.time() + timeout
       while time.time() < deadline:
-        rates = [distributed._RATE.findall(distributed._read(path))  # pylint: disable=protected-access
+        rates = [_RATE.findall(distributed._read(path))  # pylint: disable=protected-access
                  for _, path in workers]
         if all(rates):
           return sum(float(r[0]) for r in rates)
@@ -438,7 +422,7 @@ def concurrent_compute_rate(processes, warmup, steps, timeout):
       running = [_start(log_dir, 'compute%d' % i, args) for i in range(processes)]
       deadline = time.time() + timeout
       while time.time() < deadline:
-        rates = [distributed._RATE.findall(distributed._read(path))  # pylint: disable=protected-access
+        rates = [_RATE.findall(distributed._read(path))  # pylint: disable=protected-access
                  for _, path in running]
         if all(rates):
           return bench_util.median([float(r[0]) for r in rates])
