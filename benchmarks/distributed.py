@@ -46,7 +46,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -59,6 +58,7 @@ import tensorflow as tf
 import tf_slim as slim
 
 from benchmarks import bench_util
+from deployment import ports as deployment_ports
 
 flags.DEFINE_bool('quick', False, 'Tiny sizes and few steps (a smoke run).')
 flags.DEFINE_bool('netns', False, 'Also run every cluster configuration with each task in its '
@@ -171,17 +171,6 @@ def run_worker(cluster, task, sync, warmup):
           print('WARM %d' % step, flush=True)
 
 
-def _free_ports(count):
-  sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
-  try:
-    for s in sockets:
-      s.bind(('127.0.0.1', 0))
-    return [s.getsockname()[1] for s in sockets]
-  finally:
-    for s in sockets:
-      s.close()
-
-
 def _start(log_dir, name, args, network=None):
   """Starts `python -m benchmarks.distributed args` in its own session (and namespace)."""
   env = dict(os.environ, CUDA_VISIBLE_DEVICES='', TF_CPP_MIN_LOG_LEVEL='2')
@@ -257,7 +246,7 @@ def _cluster_addresses(num_workers, network):
   workers = ['worker%d' % task for task in range(num_workers)]
   if network is not None:
     return network.cluster({'ps': ['ps0'], 'worker': workers}, port=_NETNS_PORT)
-  ports = _free_ports(num_workers + 1)
+  ports = deployment_ports.pick_unused_ports(num_workers + 1)
   return {'ps': ['127.0.0.1:%d' % ports[0]],
           'worker': ['127.0.0.1:%d' % p for p in ports[1:]]}
 

@@ -68,6 +68,7 @@ import tensorflow as tf
 import tf_slim as slim
 
 from benchmarks import bench_util
+from deployment import ports as deployment_ports
 from benchmarks import distributed  # its flags: quick, role, cluster, task, sync, net, ...
 
 flags.DEFINE_integer('num_ps', 1, 'Task processes of --check: number of ps tasks.')
@@ -288,7 +289,7 @@ def measure_link(megabytes=16, repeats=10, many=64):
   `repeats` times each; medians. The per-tensor cost is the extra time of the
   `many` reads over the one, divided by `many - 1`.
   """
-  ports = distributed._free_ports(2)  # pylint: disable=protected-access
+  ports = deployment_ports.pick_unused_ports(2)
   cluster = tf.train.ClusterSpec({'ps': ['127.0.0.1:%d' % ports[0]],
                                   'worker': ['127.0.0.1:%d' % ports[1]]})
   config = bench_util.session_config(FLAGS.threads, FLAGS.threads)
@@ -369,7 +370,7 @@ def cluster_rate(num_workers, num_ps, sync, warmup, steps, timeout):
   Raises:
     RuntimeError: with the task logs, when a task dies or no rate arrives in time.
   """
-  ports = distributed._free_ports(num_workers + num_ps)  # pylint: disable=protected-access
+  ports = deployment_ports.pick_unused_ports(num_workers + num_ps)
   cluster = {'ps': ['127.0.0.1:%d' % p for p in ports[:num_ps]],
              'worker': ['127.0.0.1:%d' % p for p in ports[num_ps:]]}
   common = ['--cluster=' + json.dumps(cluster), '--net=' + FLAGS.net,
