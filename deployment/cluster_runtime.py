@@ -87,6 +87,13 @@ def chief_device(cluster):
   return '/job:%s/task:0/device:CPU:0' % job
 
 
+def chief_address(cluster):
+  """('host:port', '/job:chief/task:0') of the chief task of a `deployment.cluster` config."""
+  task = chief_device(cluster)[:-len('/device:CPU:0')]
+  job = task.split('/')[1][len('job:'):]
+  return cluster.cluster_spec.task_address(job, 0), task
+
+
 class StartupTimeoutError(RuntimeError):
   """A task this one needs did not come up within the startup timeout."""
 
@@ -368,8 +375,7 @@ class ChiefWatch(object):
 
   def __init__(self, cluster, chief_timeout_secs, startup_timeout_secs, chief_seen=False):
     self._cluster = cluster
-    chief_job = chief_device(cluster).split('/')[1][len('job:'):]
-    self._address = cluster.cluster_spec.task_address(chief_job, 0)
+    self._address = chief_address(cluster)[0]
     self._chief = chief_device(cluster)
     self._who = '%s task %d' % (cluster.task_type, cluster.task_index)
     self._chief_timeout_secs = chief_timeout_secs

@@ -59,6 +59,8 @@ from deployment import exit_codes
 PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError)
 # How long a Watchdog lets its last words (a checkpoint, a message to the ps) run.
 LAST_WORDS_SECS = 15.0
+# How long a recovering worker accepts that the chief is unreachable as well as its ps.
+CHIEF_GONE_SECS = 5.0
 _TASK_RE = re.compile(r'/job:(\w+)/replica:\d+/task:(\d+)')
 
 
@@ -284,14 +286,22 @@ def task_names(error_message):
 class Recovery(object):
   """The deadline and the log line of one task's recoveries from lost peers.
 
+  A non-chief task names its `chief`: when the chief is unreachable too for
+  `CHIEF_GONE_SECS` while recovering, the task exits retryable at once,
+  wherever its main thread is blocked (a `Session.close()` on the dead ps):
+  the chief ended the job or lost its node, nobody is left to restore the
+  model from, and a restarted task joins the restarted job anyway.
+
   Args:
     timeout_secs: deploy_config.recovery_timeout_secs.
     last_words: optional callable run before a retryable exit (bounded).
+    chief: optional ('host:port', task name) of the chief, for a non-chief task.
   """
 
-  def __init__(self, timeout_secs, last_words=None):
+  def __init__(self, timeout_secs, last_words=None, chief=None):
     self._timeout_secs = timeout_secs
     self._last_words = last_words
+    self._chief = chief
     self._watchdog = None
     self._lost_at_step = None
     self._lost = ''
@@ -324,6 +334,22 @@ class Recovery(object):
           'deploy_config.recovery_timeout_secs=%d; exiting retryable' % (
               self._lost, self._timeout_secs),
           last_words=self._last_words).start()
+      if self._chief is not None:
+        threading.Thread(target=self._exit_if_chief_gone, args=(self._watchdog,),
+                         name='RecoveryChiefWatch', daemon=True).start()
+
+  def _exit_if_chief_gone(self, watchdog, poll_secs=0.5):
+    """While `watchdog` (one recovery) is active: exit retryable once the chief is gone."""
+    address, name = self._chief
+    last_seen = time.time()
+    while watchdog.active:
+      if _reachable(address):
+        last_seen = time.time()
+      elif time.time() - last_seen >= CHIEF_GONE_SECS:
+        exit_now(exit_codes.RETRYABLE,
+                 'lost %s and the chief %s is unreachable too: nobody is left to restore '
+                 'the model from; exiting retryable' % (self._lost, name))
+      time.sleep(poll_secs)
 
   def wait_for(self, addresses, names):
     """Waits until every 'host:port' of `addresses` accepts connections again.

@@ -212,7 +212,9 @@ def _task_faults(cluster, master, timeouts, is_chief):
       termination_grace_secs=timeouts.termination_grace,
       replica_timeout_secs=timeouts.replica, replica_names=replica_names,
       replica_name='/job:%s/task:%d' % (cluster.task_type, cluster.task_index),
-      recovery=fault_tolerance.Recovery(timeouts.recovery, last_words=end_job),
+      recovery=fault_tolerance.Recovery(
+          timeouts.recovery, last_words=end_job,
+          chief=None if is_chief else cluster_runtime.chief_address(cluster)),
       end_job=end_job)
 
 

@@ -141,6 +141,39 @@ def test_sync_replica_killed_every_task_exits_retryable_naming_it(tmp_path, data
   assert lib.latest_checkpoint_step(train_dir) == target
 
 
+def test_worker_whose_ps_and_chief_ended_the_job_exits_retryable_at_once(tmp_path, data):
+  # As CI saw it: the chief's replica timeout fires first, it tells the ps the
+  # job failed and exits; the ps exits; a worker whose own replica watch had
+  # not fired yet lost its ps and then waited for it (and for the chief) until
+  # chief_timeout_secs. Here the worker's replica timeout is long on purpose.
+  train_dir = str(tmp_path / 'train')
+  replica_timeout, chief_timeout = 20, 240
+  settings = dict(num_steps=100000, batch_size=6, sync_replicas=True, replicas_to_aggregate=3,
+                  log_every_n_steps=5, save_interval_secs=600,
+                  chief_timeout_secs=chief_timeout)
+  config = lib.write_pipeline_config(str(tmp_path), data, replica_timeout_secs=replica_timeout,
+                                     **settings)
+  patient = lib.write_pipeline_config(str(tmp_path), data, replica_timeout_secs=600,
+                                      name='patient.config', **settings)
+  cluster = cluster_util.local_cluster(num_workers=2, num_ps=1, chief=True)
+  with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
+    tasks = {'ps0': lib.start_task(group, cluster, 'ps', 0, config, train_dir),
+             'chief0': lib.start_task(group, cluster, 'chief', 0, config, train_dir),
+             'worker0': lib.start_task(group, cluster, 'worker', 0, patient, train_dir),
+             'worker1': lib.start_task(group, cluster, 'worker', 1, config, train_dir)}
+    lib.wait_for_step(group, tasks['chief0'], 10, timeout=_START_SECS)
+    os.killpg(tasks['worker1'].pid, signal.SIGKILL)
+    group.wait(tasks['worker1'], timeout=30)
+    ended = {n: tasks[n] for n in ('chief0', 'ps0')}
+    codes = lib.wait_all(group, ended, timeout=replica_timeout + _MARGIN_SECS)
+    assert set(codes.values()) == {exit_codes.RETRYABLE}, (codes, group.logs())
+    # Far sooner than chief_timeout_secs: nobody is left to recover with.
+    code = group.wait(tasks['worker0'], timeout=_MARGIN_SECS)
+    assert code == exit_codes.RETRYABLE, group.logs()
+    assert re.search(r'lost /job:ps/task:0 and the chief /job:chief/task:0 is unreachable too',
+                     tasks['worker0'].output()), group.logs()
+
+
 def test_sync_replica_cut_off_by_a_partition_every_task_exits_retryable(tmp_path, data,
                                                                       netns_network):
   # Issue 18 item 3 as measured: the worker's link goes down for good.
