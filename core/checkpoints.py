@@ -93,6 +93,28 @@ def checkpoint_step(checkpoint_path):
   return int(match.group(1)) if match else 0
 
 
+def finished_step(train_dir, num_steps):
+  """The step of `train_dir`'s latest checkpoint if training there reached `num_steps`.
+
+  What a task (re)started after its job finished checks first, instead of
+  waiting for peers that have exited.
+
+  Args:
+    train_dir: the training directory.
+    num_steps: train_config.num_steps; 0 or None (train forever) is never reached.
+
+  Returns:
+    The latest checkpoint's global step when it is >= `num_steps`, else None.
+  """
+  if not num_steps or not train_dir or not paths.isdir(train_dir):
+    return None
+  latest = tf.train.latest_checkpoint(train_dir)
+  if latest is None:
+    return None
+  step = checkpoint_step(latest)
+  return step if step >= num_steps else None
+
+
 def _was_deleted(checkpoint_path):
   return not paths.exists(checkpoint_path + '.index')
 

@@ -39,6 +39,7 @@ from absl import logging
 from builders import deploy_config_builder
 from builders import input_reader_builder
 from builders import model_builder
+from core import checkpoints
 from core import config_util
 from deployment import cluster as cluster_lib
 from deployment import cluster_check
@@ -105,6 +106,9 @@ def run(argv=None):
   deploy_config = configs['deploy_config']
   timeouts = deploy_config_builder.cluster_timeouts(deploy_config)
   cluster = cluster_lib.ClusterConfig.from_tf_config()
+  # A cluster task restarted after its job ended; one process just restores and stops.
+  if cluster.is_distributed and _already_finished(configs['train_config'].num_steps):
+    return exit_codes.DONE
 
   if cluster.task_type == 'ps':
     try:
@@ -167,7 +171,8 @@ def run(argv=None):
 
   stop_watching_chief = _watch_chief(cluster, is_chief, timeouts)
   try:
-    _train_until_done(train_once, cluster, faults)
+    if not _train_until_done(train_once, cluster, faults, train_config.num_steps):
+      return exit_codes.DONE  # The ps tasks have exited: nobody to tell.
   except training_loop.TrainingPreempted as e:
     logging.warning('%s', e)
     if cluster.is_distributed and ps_tasks:
@@ -182,6 +187,19 @@ def run(argv=None):
   if cluster.is_distributed and ps_tasks:
     cluster_runtime.signal_training_done(master, cluster)
   return exit_codes.DONE
+
+
+def _already_finished(num_steps):
+  """Whether train_dir already holds the end of training (a task restarted after the job).
+
+  Its peers have exited, so waiting for them would only end in a timeout.
+  """
+  step = checkpoints.finished_step(FLAGS.train_dir, num_steps)
+  if step is None:
+    return False
+  logging.info('training already finished: %s holds a checkpoint at global step %d >= '
+               'num_steps=%d; nothing to do', FLAGS.train_dir, step, num_steps)
+  return True
 
 
 def _watch_chief(cluster, is_chief, timeouts):
@@ -218,21 +236,29 @@ def _task_faults(cluster, master, timeouts, is_chief):
       end_job=end_job)
 
 
-def _train_until_done(train_once, cluster, faults):
+def _train_until_done(train_once, cluster, faults, num_steps):
   """Runs `train_once()`; after a lost peer, waits for the ps tasks and runs it again.
 
   Each run builds a new graph and session: the chief restores the latest
   checkpoint, the workers wait for it. `faults.recovery` bounds the whole
   recovery (deploy_config.recovery_timeout_secs; past it, exit retryable).
+  A lost ps with `num_steps` reached in train_dir is the end of the job.
+
+  Returns:
+    True when this task trained to its end, False when it found the job
+    finished by the others after losing its ps.
   """
   ps_addresses = cluster.cluster_spec.job_tasks('ps') if cluster.num_ps_tasks else []
   ps_names = ['/job:ps/task:%d' % index for index in range(len(ps_addresses))]
   while True:
     try:
-      return train_once()
+      train_once()
+      return True
     except fault_tolerance.PEER_ERRORS as e:
       if faults.recovery is None:
         raise
+      if _already_finished(num_steps):  # The ps exited at the end of the job.
+        return False
       if not faults.recovery.recovering:
         faults.recovery.lost(e, None)
       faults.recovery.wait_for(ps_addresses, ps_names)

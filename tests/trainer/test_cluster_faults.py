@@ -174,6 +174,34 @@ def test_worker_whose_ps_and_chief_ended_the_job_exits_retryable_at_once(tmp_pat
                      tasks['worker0'].output()), group.logs()
 
 
+def test_tasks_restarted_after_the_job_finished_exit_0_within_seconds(tmp_path, data):
+  # Issue 18 item 4: a restarted worker used to wait startup_timeout_secs for
+  # ps tasks that had exited, then fail.
+  train_dir = str(tmp_path / 'train')
+  num_steps = 20
+  config = lib.write_pipeline_config(str(tmp_path), data, num_steps=num_steps,
+                                     log_every_n_steps=5, startup_timeout_secs=120,
+                                     chief_timeout_secs=120)
+  with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
+    cluster, tasks = _start_job(group, config, train_dir, num_workers=1, num_ps=1)
+    codes = lib.wait_all(group, tasks, timeout=_START_SECS + _EXIT_SECS)
+    assert set(codes.values()) == {0}, (codes, group.logs())
+    finished_at = lib.latest_checkpoint_step(train_dir)
+    assert finished_at >= num_steps
+    checkpoints_before = lib.checkpoint_steps(train_dir)
+    # One at a time, alone: each would wait for peers that are gone.
+    for job in ('worker', 'ps', 'chief'):
+      late = lib.start_task(group, cluster, job, 0, config, train_dir, name=job + '_late')
+      # Seconds: the time to import TensorFlow on a busy machine, far below
+      # the 120 s startup and chief timeouts.
+      assert group.wait(late, timeout=_MARGIN_SECS) == 0, group.logs()
+      assert re.search(r'training already finished: %s holds a checkpoint at global step '
+                       r'%d >= num_steps=%d; nothing to do' % (
+                           re.escape(train_dir), finished_at, num_steps),
+                       late.output()), late.output()[-3000:]
+  assert lib.checkpoint_steps(train_dir) == checkpoints_before
+
+
 def test_sync_replica_cut_off_by_a_partition_every_task_exits_retryable(tmp_path, data,
                                                                       netns_network):
   # Issue 18 item 3 as measured: the worker's link goes down for good.
