@@ -95,6 +95,13 @@ def test_async_two_workers_converge_like_single_process(tmp_path, data):
     tasks['single'] = single
     codes = _wait_all(group, tasks)
   assert set(codes.values()) == {0}, group.logs()
+  # Issue 18 item 6, the documented bound: async training stops within
+  # num_steps .. num_steps + (training tasks - 1), each task finishing the
+  # step it was running; one process stops exactly.
+  assert lib.latest_checkpoint_step(single_dir) == 100
+  assert 100 <= lib.latest_checkpoint_step(cluster_dir) <= 101
+  for name in ('worker0', 'worker1'):
+    assert max(s for s, _ in lib.progress(tasks[name])) <= 101, tasks[name].output()[-2000:]
 
   def final_loss(processes):
     losses = sorted(p for process in processes for p in lib.progress(process))
