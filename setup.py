@@ -26,7 +26,8 @@ setup(
                  'Object Detection legacy-trainer lineage, on TensorFlow 2.21'),
     python_requires='>=3.11',
     packages=['protos', 'deployment', 'core', 'builders', 'models', 'trainer',
-              'trainer.estimator', 'tools'],
+              'trainer.estimator', 'trainer.estimator.canned', 'trainer.estimator.export',
+              'tools'],
     package_data={'protos': ['*.proto']},
     install_requires=[
         # GPU users: pip install 'tensorflow[and-cuda]==2.21.*' first.

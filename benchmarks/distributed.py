@@ -85,7 +85,6 @@ NUM_CLASSES = 10
 # warm-up, 'WARM <global step>'.
 _TICK = re.compile(r'^TICK ([0-9.]+) (\d+)$', re.M)
 _WARM = re.compile(r'^WARM (\d+)$', re.M)
-_NETNS_PORT = 2222
 
 
 def _model_fn():
@@ -245,7 +244,7 @@ def _cluster_addresses(num_workers, network):
   """{'ps': [...], 'worker': [...]}: free loopback ports, or the network's hosts."""
   workers = ['worker%d' % task for task in range(num_workers)]
   if network is not None:
-    return network.cluster({'ps': ['ps0'], 'worker': workers}, port=_NETNS_PORT)
+    return network.cluster({'ps': ['ps0'], 'worker': workers})
   ports = deployment_ports.pick_unused_ports(num_workers + 1)
   return {'ps': ['127.0.0.1:%d' % ports[0]],
           'worker': ['127.0.0.1:%d' % p for p in ports[1:]]}

@@ -35,8 +35,11 @@ timing and ports as in `benchmarks.distributed`) train the model for
 on loopback with TF's own gRPC runtime and, because all tasks share this
 machine's cores (and its other users' load), the compute time per step of N
 single-process trainers running at the same time (`--compute_only` task
-processes), measured alternating with the clusters. Reported: predicted vs
-measured examples/sec and whether they agree within +-20 %.
+processes), measured alternating with the clusters. With `--netns` every configuration
+also runs with each task in its own network namespace on a bridge (the
+multi-host harness of `deployment.netns`; veth links instead of loopback),
+predicted from B, L and o measured between two namespaces. Reported:
+predicted vs measured examples/sec and whether they agree within +-20 %.
 
 Tables: ResNet-50 v1 (ImageNet, 1000 classes) and the shapes SSD
 (configs/ssd_shapes.config) at 8/32/128 workers on 10/25/100 Gbit links, and
@@ -45,6 +48,7 @@ the smallest ps count that keeps a worker's step below 110 % of its compute.
     python -m benchmarks.scaling_model --quick          # smoke run, ~1 min
     python -m benchmarks.scaling_model                  # tables only
     python -m benchmarks.scaling_model --check          # + loopback check
+    python -m benchmarks.scaling_model --check --netns  # + the same across namespaces
     python -m benchmarks.scaling_model --resnet_compute_ms=120 --link_gbps=25
 
 The model is first order: no stragglers, no ps-side compute, no
@@ -72,7 +76,11 @@ from deployment import ports as deployment_ports
 from benchmarks import distributed  # its flags: quick, role, cluster, task, sync, net, ...
 
 flags.DEFINE_integer('num_ps', 1, 'Task processes of --check: number of ps tasks.')
-flags.DEFINE_bool('check', False, 'Also run the loopback check (real processes).')
+flags.DEFINE_bool('check', False, 'Also run the loopback check (real processes); with '
+                  '--netns, each configuration also with every task in its own network '
+                  'namespace (deployment/netns.py; needs root and `ip`).')
+flags.DEFINE_bool('measure_link', False, 'Task process of --check --netns: measure the link '
+                  'to the ps of --cluster, print LINK <bytes/s> <round trip s> <per tensor s>.')
 flags.DEFINE_list('link_gbps', ['10', '25', '100'], 'Link line rates of the tables (Gbit/s).')
 flags.DEFINE_list('table_workers', ['8', '32', '128'], 'Worker counts of the tables.')
 flags.DEFINE_list('table_ps', ['1', '2', '4', '8', '16', '32'], 'ps counts of the tables.')
@@ -93,6 +101,8 @@ flags.DEFINE_enum('ps_strategy', 'round_robin', ['round_robin', 'greedy'],
 FLAGS = flags.FLAGS
 # The line a task program prints once it has timed its steps.
 _RATE = re.compile(r'^RATE ([0-9.]+)$', re.M)
+# The line of the netns link probe.
+_LINK = re.compile(r'^LINK ([0-9.e+-]+) ([0-9.e+-]+) ([0-9.e+-]+)$', re.M)
 
 STEP_BUDGET = 1.10  # a worker's step may take at most 110 % of its compute
 AGREEMENT = 0.20    # predictions within +-20 % of measured
@@ -280,21 +290,29 @@ def net_variables(net, image_size, num_classes):
   return model_variables(build)
 
 
-def measure_link(megabytes=16, repeats=10, many=64):
-  """Loopback bandwidth (bytes/sec), round trip (sec) and per-tensor cost (sec).
+def measure_link(megabytes=16, repeats=10, many=64, cluster=None):
+  """Link bandwidth (bytes/sec), round trip (sec) and per-tensor cost (sec), TF gRPC.
 
-  Two servers in this process (a ps and a worker task); the worker's session
-  pulls a `megabytes` variable from the ps and pushes a tensor of that size
-  back (assign), reads one scalar, and reads `many` scalars in one step,
-  `repeats` times each; medians. The per-tensor cost is the extra time of the
-  `many` reads over the one, divided by `many - 1`.
+  A ps and a worker task: the worker's session pulls a `megabytes` variable
+  from the ps and pushes a tensor of that size back (assign), reads one
+  scalar, and reads `many` scalars in one step, `repeats` times each; medians.
+  The per-tensor cost is the extra time of the `many` reads over the one,
+  divided by `many - 1`.
+
+  Args:
+    megabytes, repeats, many: the sizes above.
+    cluster: None: both tasks are servers of this process on loopback. Else
+      {'ps': [address], 'worker': [address]}: the ps runs elsewhere (another
+      network namespace) and this process is the worker at its address.
   """
-  ports = deployment_ports.pick_unused_ports(2)
-  cluster = tf.train.ClusterSpec({'ps': ['127.0.0.1:%d' % ports[0]],
-                                  'worker': ['127.0.0.1:%d' % ports[1]]})
   config = bench_util.session_config(FLAGS.threads, FLAGS.threads)
-  tf.distribute.Server(cluster, job_name='ps', task_index=0, config=config)
-  worker = tf.distribute.Server(cluster, job_name='worker', task_index=0, config=config)
+  if cluster is None:
+    ports = deployment_ports.pick_unused_ports(2)
+    cluster = {'ps': ['127.0.0.1:%d' % ports[0]], 'worker': ['127.0.0.1:%d' % ports[1]]}
+    tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name='ps', task_index=0,
+                         config=config)
+  worker = tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name='worker',
+                                task_index=0, config=config)
   elements = megabytes * 1024 * 1024 // 4
   with tf.Graph().as_default():
     with tf.compat.v1.device('/job:ps/task:0'):
@@ -321,6 +339,29 @@ def measure_link(megabytes=16, repeats=10, many=64):
       per_tensor = max(median_secs(ping_many) - latency, 0.0) / (many - 1)
       transfer = (median_secs(pull) + median_secs(push)) / 2.0 - latency
   return elements * 4 / max(transfer, 1e-9), latency, per_tensor
+
+
+def measure_netns_link(timeout):
+  """`measure_link` between two network namespaces (a ps host and a worker host).
+
+  Raises:
+    RuntimeError: with the logs, when the probe gives no figures in time.
+  """
+  from deployment import netns  # noqa: PLC0415  (only --netns needs root and ip)
+  with netns.Network(['ps0', 'worker0']) as network, \
+      tempfile.TemporaryDirectory() as log_dir:
+    cluster = network.cluster({'ps': ['ps0'], 'worker': ['worker0']})
+    processes = [_start(log_dir, 'ps0', ['--role=ps', '--cluster=' + json.dumps(cluster)],
+                        network)]
+    try:
+      processes.append(_start(log_dir, 'worker0', [
+          '--measure_link', '--cluster=' + json.dumps(cluster)], network))
+      figures = _wait_for_lines(processes, processes[1:], _LINK, timeout)
+      if figures is None:
+        raise RuntimeError('the netns link probe gave no figures:\n%s' % _logs(processes))
+      return tuple(float(f) for f in figures[0][0])
+    finally:
+      _kill(processes)
 
 
 def build_train_op(num_workers, num_ps, task, sync):
@@ -350,29 +391,80 @@ def run_worker(cluster, task, sync, warmup, steps):
         sess.run(train_op)
 
 
-def _start(log_dir, name, args):
-  """Starts `python -m benchmarks.scaling_model args` in its own process group."""
+def _start(log_dir, name, args, network=None):
+  """Starts `python -m benchmarks.scaling_model args` in its own process group.
+
+  With a `deployment.netns.Network`, it runs inside the namespace of host `name`.
+  """
   env = dict(os.environ, CUDA_VISIBLE_DEVICES='', TF_CPP_MIN_LOG_LEVEL='2')
   env['PYTHONPATH'] = os.pathsep.join(
       [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))] +
       [p for p in [os.environ.get('PYTHONPATH')] if p])
+  argv = [sys.executable, '-u', '-m', 'benchmarks.scaling_model'] + args
+  if network is not None:
+    argv = network.command(name, argv)
   log_path = os.path.join(log_dir, name + '.log')
   with open(log_path, 'wb') as log:
-    process = subprocess.Popen([sys.executable, '-u', '-m', 'benchmarks.scaling_model'] + args,
-                               stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                               env=env, start_new_session=True)
+    process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL, env=env, start_new_session=True)
   return process, log_path
 
 
-def cluster_rate(num_workers, num_ps, sync, warmup, steps, timeout):
+def _wait_for_lines(processes, reporters, pattern, timeout, fail_on_any_exit=True):
+  """Waits until each of `reporters` logged `pattern`; returns their findall lists.
+
+  Returns None when a process exited first (with `fail_on_any_exit`, any of
+  `processes`; else only one that failed) or `timeout` passed.
+  """
+  deadline = time.time() + timeout
+  while time.time() < deadline:
+    found = [pattern.findall(distributed._read(path))  # pylint: disable=protected-access
+             for _, path in reporters]
+    if all(found):
+      return found
+    if any(p.poll() is not None and (fail_on_any_exit or p.returncode)
+           for p, _ in processes):
+      return None
+    time.sleep(0.2)
+  return None
+
+
+def _logs(processes):
+  return '\n'.join('--- %s\n%s' % (path, distributed._read(path)[-3000:])  # pylint: disable=protected-access
+                   for _, path in processes)
+
+
+def _kill(processes):
+  for process, _ in processes:
+    if process.poll() is None:
+      os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def cluster_rate(num_workers, num_ps, sync, warmup, steps, timeout, use_netns=False):
   """Runs num_ps ps + num_workers worker processes; returns summed examples/sec.
+
+  Args:
+    use_netns: each task in its own network namespace (deployment/netns.py)
+      instead of all on loopback.
 
   Raises:
     RuntimeError: with the task logs, when a task dies or no rate arrives in time.
   """
-  ports = deployment_ports.pick_unused_ports(num_workers + num_ps)
-  cluster = {'ps': ['127.0.0.1:%d' % p for p in ports[:num_ps]],
-             'worker': ['127.0.0.1:%d' % p for p in ports[num_ps:]]}
+  ps_hosts = ['ps%d' % task for task in range(num_ps)]
+  worker_hosts = ['worker%d' % task for task in range(num_workers)]
+  if not use_netns:
+    ports = deployment_ports.pick_unused_ports(num_workers + num_ps)
+    cluster = {'ps': ['127.0.0.1:%d' % p for p in ports[:num_ps]],
+               'worker': ['127.0.0.1:%d' % p for p in ports[num_ps:]]}
+    return _cluster_rate(cluster, None, sync, warmup, steps, timeout)
+  from deployment import netns  # noqa: PLC0415  (only --netns needs root and ip)
+  with netns.Network(ps_hosts + worker_hosts) as network:
+    cluster = network.cluster({'ps': ps_hosts, 'worker': worker_hosts})
+    return _cluster_rate(cluster, network, sync, warmup, steps, timeout)
+
+
+def _cluster_rate(cluster, network, sync, warmup, steps, timeout):
   common = ['--cluster=' + json.dumps(cluster), '--net=' + FLAGS.net,
             '--image_size=%d' % FLAGS.image_size, '--batch_size=%d' % FLAGS.batch_size,
             '--threads=%d' % FLAGS.threads, '--warmup=%d' % warmup, '--steps=%d' % steps,
@@ -380,32 +472,22 @@ def cluster_rate(num_workers, num_ps, sync, warmup, steps, timeout):
   processes = []
   with tempfile.TemporaryDirectory() as log_dir:
     try:
-      for task in range(num_ps):
+      for task in range(len(cluster['ps'])):
         processes.append(_start(log_dir, 'ps%d' % task,
-                                common + ['--role=ps', '--task=%d' % task]))
+                                common + ['--role=ps', '--task=%d' % task], network))
       workers = []
-      for task in range(num_workers):
+      for task in range(len(cluster['worker'])):
         workers.append(_start(log_dir, 'worker%d' % task, common + [
-            '--role=worker', '--task=%d' % task, '--sync=%s' % sync]))
+            '--role=worker', '--task=%d' % task, '--sync=%s' % sync], network))
       processes += workers
-      deadline = time.time() + timeout
-      while time.time() < deadline:
-        rates = [_RATE.findall(distributed._read(path))  # pylint: disable=protected-access
-                 for _, path in workers]
-        if all(rates):
-          return sum(float(r[0]) for r in rates)
-        if any(p.poll() is not None for p, _ in processes):
-          break
-        time.sleep(0.2)
-      logs = '\n'.join('--- %s\n%s' % (path, distributed._read(path)[-3000:])  # pylint: disable=protected-access
-                       for _, path in processes)
-      raise RuntimeError('cluster (%d workers, %d ps, sync=%s) gave no rates:\n%s'
-                         % (num_workers, num_ps, sync, logs))
+      rates = _wait_for_lines(processes, workers, _RATE, timeout)
+      if rates is None:
+        raise RuntimeError('cluster (%d workers, %d ps, sync=%s%s) gave no rates:\n%s' % (
+            len(cluster['worker']), len(cluster['ps']), sync,
+            ', netns' if network is not None else '', _logs(processes)))
+      return sum(float(r[0]) for r in rates)
     finally:
-      for process, _ in processes:
-        if process.poll() is None:
-          os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+      _kill(processes)
 
 
 def concurrent_compute_rate(processes, warmup, steps, timeout):
@@ -421,47 +503,49 @@ def concurrent_compute_rate(processes, warmup, steps, timeout):
   with tempfile.TemporaryDirectory() as log_dir:
     try:
       running = [_start(log_dir, 'compute%d' % i, args) for i in range(processes)]
-      deadline = time.time() + timeout
-      while time.time() < deadline:
-        rates = [_RATE.findall(distributed._read(path))  # pylint: disable=protected-access
-                 for _, path in running]
-        if all(rates):
-          return bench_util.median([float(r[0]) for r in rates])
-        if any(p.poll() is not None and p.returncode for p, _ in running):
-          break
-        time.sleep(0.2)
-      raise RuntimeError('%d concurrent trainers gave no rates:\n%s' % (processes, '\n'.join(
-          distributed._read(path)[-3000:] for _, path in running)))  # pylint: disable=protected-access
+      rates = _wait_for_lines(running, running, _RATE, timeout, fail_on_any_exit=False)
+      if rates is None:
+        raise RuntimeError('%d concurrent trainers gave no rates:\n%s'
+                           % (processes, _logs(running)))
+      return bench_util.median([float(r[0]) for r in rates])
     finally:
-      for process, _ in running:
-        if process.poll() is None:
-          os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+      _kill(running)
 
 
-def check_on_loopback(configurations, warmup, steps, repeats, timeout, out=sys.stdout):
-  """Predicts and measures every (workers, ps, sync) on loopback; prints the comparison.
+def check_clusters(configurations, warmup, steps, repeats, timeout, use_netns=False,
+                   out=sys.stdout):
+  """Predicts and measures every (workers, ps, sync); prints the comparison.
+
+  Each configuration runs on loopback and, with `use_netns`, also with every
+  task in its own network namespace (alternating inside each repeat); each is
+  predicted from the link figures measured on the same kind of network.
 
   Returns:
-    list of (workers, ps, sync, predicted ex/s, [measured ex/s per repeat]).
+    list of (workers, ps, sync, network, predicted ex/s, [measured ex/s per repeat]),
+    network being 'loopback' or 'netns'.
   """
-  bandwidth, latency, per_tensor = measure_link()
+  links = {'loopback': measure_link()}
+  if use_netns:
+    links['netns'] = measure_netns_link(timeout)
   variables = net_variables(FLAGS.net, FLAGS.image_size, distributed.NUM_CLASSES)
-  print('\nloopback: %.2f GB/s, %.0f us round trip, %.0f us per tensor (TF gRPC, measured); '
-        '%d cores; %s %dx%d, batch %d per worker, %d thread(s) per task; %d warm-up + %d timed '
-        'steps x %d repeats' % (bandwidth / 1e9, latency * 1e6, per_tensor * 1e6,
-                                os.cpu_count() or 1, FLAGS.net, FLAGS.image_size,
-                                FLAGS.image_size, FLAGS.batch_size, FLAGS.threads, warmup,
-                                steps, repeats), file=out, flush=True)
+  for network, (bandwidth, latency, per_tensor) in links.items():
+    print('\n%s: %.2f GB/s, %.0f us round trip, %.0f us per tensor (TF gRPC, measured)'
+          % (network, bandwidth / 1e9, latency * 1e6, per_tensor * 1e6), file=out)
+  print('%d cores; %s %dx%d, batch %d per worker, %d thread(s) per task; %d warm-up + %d '
+        'timed steps x %d repeats' % (os.cpu_count() or 1, FLAGS.net, FLAGS.image_size,
+                                      FLAGS.image_size, FLAGS.batch_size, FLAGS.threads,
+                                      warmup, steps, repeats), file=out, flush=True)
   variants, names = {}, {}
   for count in sorted({workers for workers, _, _ in configurations}):
     variants['compute, %d at once' % count] = (
         lambda n=count: concurrent_compute_rate(n, warmup, steps, timeout))
   for workers, num_ps, sync in configurations:
-    name = '%d worker(s) + %d ps, %s' % (workers, num_ps, 'sync' if sync else 'async')
-    names[name] = (workers, num_ps, sync)
-    variants[name] = (
-        lambda w=workers, m=num_ps, s=sync: cluster_rate(w, m, s, warmup, steps, timeout))
+    for network in links:
+      name = '%d worker(s) + %d ps, %s, %s' % (workers, num_ps, 'sync' if sync else 'async',
+                                                network)
+      names[name] = (workers, num_ps, sync, network)
+      variants[name] = (lambda w=workers, m=num_ps, s=sync, n=network: cluster_rate(
+          w, m, s, warmup, steps, timeout, use_netns=n == 'netns'))
   results = bench_util.repeat_variants(variants, repeats, out=out)
   compute_s = {}
   for name in [n for n in results if n.startswith('compute, ')]:
@@ -469,22 +553,24 @@ def check_on_loopback(configurations, warmup, steps, repeats, timeout, out=sys.s
     compute_s[count] = FLAGS.batch_size / bench_util.median(results.pop(name))
   print('compute per step, N trainers at once: %s' % ', '.join(
       'N=%d %.2f ms' % (n, 1e3 * t) for n, t in sorted(compute_s.items())), file=out)
-  print('| workers | ps | mode | predicted ex/s | measured ex/s (min..max) | predicted / '
-        'measured | within +-20 % |', file=out)
-  print('| ---: | ---: | --- | ---: | ---: | ---: | --- |', file=out)
+  print('| workers | ps | mode | network | predicted ex/s | measured ex/s (min..max) | '
+        'predicted / measured | within +-20 % |', file=out)
+  print('| ---: | ---: | --- | --- | ---: | ---: | ---: | --- |', file=out)
   rows, agree = [], 0
   for name, measured in results.items():
-    workers, num_ps, sync = names[name]
+    workers, num_ps, sync, network = names[name]
+    bandwidth, latency, per_tensor = links[network]
     step = predict_ps(shard_traffic(variables, num_ps, FLAGS.ps_strategy), compute_s[workers],
                       workers, bandwidth, latency, sync, per_tensor)
     predicted = workers * FLAGS.batch_size / step
     ratio = predicted / bench_util.median(measured)
-    agree += abs(ratio - 1.0) <= AGREEMENT
-    print('| %d | %d | %s | %.1f | %.1f (%.1f..%.1f) | %.2f | %s |' % (
-        workers, num_ps, 'sync' if sync else 'async', predicted, bench_util.median(measured),
-        min(measured), max(measured), ratio, 'yes' if abs(ratio - 1.0) <= AGREEMENT else 'NO'),
-        file=out)
-    rows.append((workers, num_ps, sync, predicted, measured))
+    within = abs(ratio - 1.0) <= AGREEMENT
+    agree += within
+    print('| %d | %d | %s | %s | %.1f | %.1f (%.1f..%.1f) | %.2f | %s |' % (
+        workers, num_ps, 'sync' if sync else 'async', network, predicted,
+        bench_util.median(measured), min(measured), max(measured), ratio,
+        'yes' if within else 'NO'), file=out)
+    rows.append((workers, num_ps, sync, network, predicted, measured))
   print('ratio predicted/measured within +-20 %%: %d of %d configurations'
         % (agree, len(rows)), file=out, flush=True)
   return rows
@@ -504,6 +590,9 @@ def main(argv):
   if FLAGS.role == 'worker':
     run_worker(json.loads(FLAGS.cluster), FLAGS.task, FLAGS.sync, FLAGS.warmup, FLAGS.steps)
     return
+  if FLAGS.measure_link:
+    print('LINK %r %r %r' % measure_link(cluster=json.loads(FLAGS.cluster)), flush=True)
+    return
   if FLAGS.compute_only:
     print('RATE %.3f' % distributed.single_process_rate(FLAGS.warmup, FLAGS.steps), flush=True)
     return
@@ -522,7 +611,13 @@ def main(argv):
   print_tables('shapes SSD (configs/ssd_shapes.config)', ssd_variables(),
                FLAGS.ssd_compute_ms / 1e3)
   if FLAGS.check or FLAGS.quick:
-    check_on_loopback(configurations, warmup, steps, repeats, FLAGS.timeout)
+    if FLAGS.netns:
+      from deployment import netns  # noqa: PLC0415
+      reason = netns.unavailable_reason()
+      if reason:
+        raise app.UsageError('--netns: %s' % reason)
+    check_clusters(configurations, warmup, steps, repeats, FLAGS.timeout,
+                   use_netns=FLAGS.netns)
 
 
 if __name__ == '__main__':

@@ -98,14 +98,31 @@ class StartupTimeoutError(RuntimeError):
   """A task this one needs did not come up within the startup timeout."""
 
 
-def _reachable(address, timeout_secs=1.0):
-  """Whether something accepts TCP connections at 'host:port'."""
+def reachable(address, timeout_secs=1.0):
+  """Whether something accepts TCP connections at 'host:port' (or '[v6]:port')."""
   host, port = address.rsplit(':', 1)
   try:
-    with socket.create_connection((host, int(port)), timeout=timeout_secs):
+    with socket.create_connection((host.strip('[]'), int(port)), timeout=timeout_secs):
       return True
   except OSError:
     return False
+
+
+def ps_peers(cluster):
+  """[('/job:ps/task:i', 'host:port')] of a `deployment.cluster` config ([] without ps)."""
+  if not cluster.num_ps_tasks:
+    return []
+  return [('/job:ps/task:%d' % index, address)
+          for index, address in enumerate(cluster.cluster_spec.job_tasks('ps'))]
+
+
+def unreachable(peers):
+  """['/job:ps/task:1 (10.0.0.3:2222)', ...]: those of `peers` that refuse or drop a connect.
+
+  Args:
+    peers: [(task name, 'host:port')].
+  """
+  return ['%s (%s)' % (name, address) for name, address in peers if not reachable(address)]
 
 
 def wait_for_tasks(addresses, timeout_secs, what='ps tasks', log_every_secs=5.0,
@@ -128,7 +145,7 @@ def wait_for_tasks(addresses, timeout_secs, what='ps tasks', log_every_secs=5.0,
   """
   start = last_log = time.time()
   while True:
-    missing = [a for a in addresses if not _reachable(a)]
+    missing = [a for a in addresses if not reachable(a)]
     if not missing:
       return
     waited = time.time() - start
@@ -218,16 +235,22 @@ def signal_training_done(master, cluster, timeout_secs=60, status=FINISHED, reas
   if not cluster.num_ps_tasks:
     return
   token = replica_token(cluster)
-  with tf.Graph().as_default() as graph:
-    enqueue_ops = [_done_queue(k).enqueue([token, status, reason])
-                   for k in range(cluster.num_ps_tasks)]
-    options = tf.compat.v1.RunOptions(timeout_in_ms=int(timeout_secs * 1000))
-    config = tf.compat.v1.ConfigProto(device_filters=['/job:ps'] + [
-        '/job:%s/task:%d' % (cluster.task_type, cluster.task_index)])
-    with tf.compat.v1.Session(master, graph=graph, config=config) as sess:
-      for task_index, op in enumerate(enqueue_ops):
+  this_task = '/job:%s/task:%d' % (cluster.task_type, cluster.task_index)
+  options = tf.compat.v1.RunOptions(timeout_in_ms=int(timeout_secs * 1000))
+  # One session per ps: a session spanning them all could not even be made
+  # while one of them is cut off, and the others would never be told.
+  for task_index, address in enumerate(cluster.cluster_spec.job_tasks('ps')):
+    if not reachable(address):
+      logging.warning('could not tell ps task %d (%s) that training is done: unreachable',
+                      task_index, address)
+      continue
+    with tf.Graph().as_default() as graph:
+      enqueue = _done_queue(task_index).enqueue([token, status, reason])
+      config = tf.compat.v1.ConfigProto(
+          device_filters=['/job:ps/task:%d' % task_index, this_task])
+      with tf.compat.v1.Session(master, graph=graph, config=config) as sess:
         try:
-          sess.run(op, options=options)
+          sess.run(enqueue, options=options)
         except tf.errors.OpError as e:
           logging.warning('could not tell ps task %d that training is done: %s',
                           task_index, e.message)
@@ -236,10 +259,28 @@ def signal_training_done(master, cluster, timeout_secs=60, status=FINISHED, reas
                                     FAILED: 'ended the job (failed)'}[status])
 
 
+def job_failed_notice(master, cluster):
+  """A chief's last words before a retryable exit: the ps tasks learn the job failed.
+
+  Args:
+    master: gRPC target of the chief's server.
+    cluster: a `deployment.cluster.ClusterConfig`.
+
+  Returns:
+    callable(message) telling every ps task (within 10 s each) that the job
+    failed and why, so they exit retryable too instead of waiting for it.
+  """
+  def tell(message):
+    signal_training_done(master, cluster, timeout_secs=10, status=FAILED, reason=message)
+  return tell
+
+
 class _DoneTokens(object):
   """What a ps task heard from the training tasks, and whether it may exit."""
 
-  def __init__(self, cluster, chief_timeout_secs, termination_grace_secs):
+  def __init__(self, cluster, chief_timeout_secs, termination_grace_secs,
+               config_name='deploy_config'):
+    self.config_name = config_name
     self.expected, self.chief = _expected_tokens(cluster), _chief_token(cluster)
     self.task_index = cluster.task_index
     self.finished, self.stopped = set(), set()
@@ -273,9 +314,10 @@ class _DoneTokens(object):
                      self.task_index)
         return exit_codes.PREEMPTED
       if time.time() - self.terminating_since > self.termination_grace_secs:
-        logging.warning('ps task %d: SIGTERM and deploy_config.termination_grace_secs=%d '
+        logging.warning('ps task %d: SIGTERM and %s.termination_grace_secs=%d '
                         'passed; tasks %s did not report; exiting', self.task_index,
-                        self.termination_grace_secs, sorted(self.expected - stopped))
+                        self.config_name, self.termination_grace_secs,
+                        sorted(self.expected - stopped))
         return exit_codes.PREEMPTED
       return None
     if self.chief_done_at is None:
@@ -297,8 +339,8 @@ def _on_sigterm(tokens):
     if tokens.terminating_since is None:
       tokens.terminating_since = time.time()
       logging.warning('ps task %d: SIGTERM; serving until the chief wrote its final '
-                      'checkpoint, at most deploy_config.termination_grace_secs=%d',
-                      tokens.task_index, tokens.termination_grace_secs)
+                      'checkpoint, at most %s.termination_grace_secs=%d',
+                      tokens.task_index, tokens.config_name, tokens.termination_grace_secs)
   if threading.current_thread() is not threading.main_thread():
     return None
   return signal.signal(signal.SIGTERM, handler)
@@ -306,7 +348,7 @@ def _on_sigterm(tokens):
 
 def serve_until_training_done(server, cluster, chief_timeout_secs=300,
                               startup_timeout_secs=600, termination_grace_secs=25,
-                              chief_seen=False):
+                              chief_seen=False, config_name='deploy_config'):
   """Runs a ps task until the chief signals the end of training.
 
   After the chief's signal the ps keeps serving until every other worker has
@@ -324,6 +366,8 @@ def serve_until_training_done(server, cluster, chief_timeout_secs=300,
     chief_seen: True when the caller has just talked to the chief (e.g. the
       startup cluster check), so `chief_timeout_secs` applies from now on.
     termination_grace_secs: deploy_config.termination_grace_secs.
+    config_name: where the timeouts come from, for the log lines:
+      'deploy_config' (the pipeline) or 'RunConfig' (the Estimator path).
 
   Returns:
     The exit code: `exit_codes.DONE`, or `exit_codes.PREEMPTED` after SIGTERM.
@@ -332,7 +376,7 @@ def serve_until_training_done(server, cluster, chief_timeout_secs=300,
     ChiefLostError: when the chief is gone too long.
     JobFailedError: when the chief reported that the job failed.
   """
-  tokens = _DoneTokens(cluster, chief_timeout_secs, termination_grace_secs)
+  tokens = _DoneTokens(cluster, chief_timeout_secs, termination_grace_secs, config_name)
   previous_handler = _on_sigterm(tokens)
   try:
     with tf.Graph().as_default() as graph:
@@ -343,7 +387,8 @@ def serve_until_training_done(server, cluster, chief_timeout_secs=300,
           device_filters=['/job:ps/task:%d' % cluster.task_index])
       with tf.compat.v1.Session(server.target, graph=graph, config=config) as sess:
         chief_watch = ChiefWatch(cluster, chief_timeout_secs, startup_timeout_secs,
-                                 chief_seen=chief_seen)
+                                 chief_seen=chief_seen,
+                                 setting='%s.chief_timeout_secs' % config_name)
         while True:
           try:
             tokens.add(*sess.run(dequeue, options=wait_options))
@@ -371,10 +416,13 @@ class ChiefWatch(object):
     chief_timeout_secs: the limit once the chief has been seen.
     startup_timeout_secs: the limit for a chief never seen.
     chief_seen: count the chief as seen now.
+    setting: the config field `chief_timeout_secs` comes from, for the message.
   """
 
-  def __init__(self, cluster, chief_timeout_secs, startup_timeout_secs, chief_seen=False):
+  def __init__(self, cluster, chief_timeout_secs, startup_timeout_secs, chief_seen=False,
+               setting='deploy_config.chief_timeout_secs'):
     self._cluster = cluster
+    self._setting = setting
     self._address = chief_address(cluster)[0]
     self._chief = chief_device(cluster)
     self._who = '%s task %d' % (cluster.task_type, cluster.task_index)
@@ -391,7 +439,7 @@ class ChiefWatch(object):
     """
     # The chief's gRPC port answering proves its server is up (a restarted
     # chief included).
-    if _reachable(self._address):
+    if reachable(self._address):
       self._last_seen = time.time()
       return
     since = self._last_seen if self._last_seen is not None else self._start
@@ -400,8 +448,8 @@ class ChiefWatch(object):
     waited = time.time() - since
     if waited > limit:
       raise ChiefLostError(
-          '%s: chief %s unreachable for %.0f s (limit %d s, '
-          'deploy_config.chief_timeout_secs); exiting' % (self._who, self._chief, waited, limit))
+          '%s: chief %s unreachable for %.0f s (limit %d s, %s); exiting' % (
+              self._who, self._chief, waited, limit, self._setting))
     logging.info('%s: waiting for chief %s (%.0f s)', self._who, self._chief, waited)
 
   def watch_in_thread(self, on_lost, poll_secs=_POLL_SECS):

@@ -9,8 +9,13 @@ contract in `deployment.exit_codes`:
 
 * `Watchdog` ends the process with a chosen code when a deadline passes,
   whatever the main thread is blocked in (a `Session.run`, a `close()`);
+* `close_session` closes the training session after the last step within a
+  bound, and says what it waits for when that takes more than a few seconds
+  (TensorFlow's `Session.close()` waits for every step still running in the
+  session and for every task of the session to drop it);
 * `SignalWatch` notices SIGTERM at once from its own thread, even while the
   main thread is inside TensorFlow and Python handlers cannot run yet;
+  `SigtermGrace` uses it to turn SIGTERM into a stop with an exit deadline;
 * `deployment.replica_watch` (beside this module) finds sync replicas that
   stopped delivering gradients;
 * `Recovery` arms the `deploy_config.recovery_timeout_secs` deadline when a
@@ -24,14 +29,15 @@ Usage (trainer/train.py and trainer.training_loop do this):
         termination_grace_secs=25, replica_timeout_secs=300,
         replica_names=['/job:chief/task:0', '/job:worker/task:0'],
         replica_name='/job:worker/task:0',
-        recovery=fault_tolerance.Recovery(timeout_secs=300))
+        recovery=fault_tolerance.Recovery(
+            timeout_secs=300, peers=[('/job:ps/task:0', '10.0.0.2:2222')]))
     while True:
       try:
         return trainer.train(..., faults=faults)  # a new graph and session
       except fault_tolerance.PEER_ERRORS:
         # The failing step called faults.recovery.lost(error, last_step),
         # which armed the deadline (past it: exit 129).
-        faults.recovery.wait_for(ps_addresses, ps_names)
+        faults.recovery.wait_for_peers()
     # The first step of the new session calls faults.recovery.resumed(step),
     # which logs the restored step and the steps lost.
 
@@ -45,7 +51,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import sys
 import threading
 import time
@@ -53,6 +58,7 @@ import time
 from absl import logging
 import tensorflow as tf
 
+from deployment import cluster_runtime
 from deployment import exit_codes
 
 # What a session reports when a peer died or restarted under it.
@@ -62,6 +68,10 @@ LAST_WORDS_SECS = 15.0
 # How long a recovering worker accepts that the chief is unreachable as well as its ps.
 CHIEF_GONE_SECS = 5.0
 _TASK_RE = re.compile(r'/job:(\w+)/replica:\d+/task:(\d+)')
+# After this long, a slow Session.close() logs what it waits for (and again every period).
+CLOSE_REPORT_SECS = 5.0
+# Set once a close was abandoned: its thread is still inside TensorFlow.
+_abandoned_closes = []
 
 
 def exit_now(code, message):
@@ -95,12 +105,74 @@ def run_bounded(function, timeout_secs, what):
     logging.warning('%s did not finish within %.0f s; going on without it', what, timeout_secs)
 
 
+def close_session(close, timeout_secs, peers=()):
+  """Runs `close()` (a `Session.close`) with a bound; logs what a slow close waits for.
+
+  TensorFlow's close of a cluster session waits for the steps still running
+  in it and for each task of the session to drop its state, without a
+  deadline and without a word. Training has ended when this runs (its
+  checkpoint is saved), so a close that does not finish is left behind.
+
+  Args:
+    close: the session's original `close` method.
+    timeout_secs: give up waiting after this long (None: wait as long as it takes).
+    peers: names of the other tasks the session runs on ('/job:ps/task:0', ...).
+
+  Returns:
+    True when the session closed, False when it was left closing.
+  """
+  start = time.time()
+  thread = threading.Thread(target=close, name='SessionClose', daemon=True)
+  thread.start()
+  waiting_for = 'the steps still running in it%s' % (
+      ' and for %s to drop it' % ', '.join(peers) if peers else '')
+  while True:
+    elapsed = time.time() - start
+    remaining = None if timeout_secs is None else timeout_secs - elapsed
+    if remaining is not None and remaining <= 0:
+      break
+    thread.join(CLOSE_REPORT_SECS if remaining is None else min(CLOSE_REPORT_SECS, remaining))
+    if not thread.is_alive():
+      return True
+    logging.info('closing the training session: %.0f s so far; TensorFlow waits for %s',
+                 time.time() - start, waiting_for)
+  _abandoned_closes.append(thread)
+  logging.warning('gave up closing the training session after %.0f s (still waiting for %s); '
+                  'training has ended, going on without it', timeout_secs, waiting_for)
+  return False
+
+
+def exit_process(code):
+  """`sys.exit(code)`, or `os._exit(code)` when a session close was left running.
+
+  A thread left inside TensorFlow can block the interpreter's shutdown.
+  """
+  if _abandoned_closes:
+    _exit(code)
+  sys.exit(code)
+
+
 def exit_after(code, message, last_words=None):
-  """Runs `last_words()` (for at most 15 s), then `exit_now(code, message)`."""
+  """Runs `last_words(message)` (for at most 15 s), then `exit_now(code, message)`."""
   logging.error('%s', message)
   if last_words is not None:
-    run_bounded(last_words, LAST_WORDS_SECS, 'last words before exiting')
+    run_bounded(lambda: last_words(message), LAST_WORDS_SECS, 'last words before exiting')
   _exit(code)
+
+
+def exit_when_chief_lost(cluster, chief_timeout_secs, startup_timeout_secs, chief_seen=False,
+                         setting='deploy_config.chief_timeout_secs'):
+  """A worker of a ps cluster exits retryable (129) once its chief is lost.
+
+  Without the chief nobody saves the worker's updates: training on would only
+  waste them. The arguments are those of `cluster_runtime.ChiefWatch`.
+
+  Returns:
+    A `threading.Event`; set it to stop watching (when training ends).
+  """
+  watch = cluster_runtime.ChiefWatch(cluster, chief_timeout_secs, startup_timeout_secs,
+                                     chief_seen=chief_seen, setting=setting)
+  return watch.watch_in_thread(lambda message: exit_now(exit_codes.RETRYABLE, message))
 
 
 class Watchdog(object):
@@ -110,8 +182,8 @@ class Watchdog(object):
     timeout_secs: the deadline, from `start()`.
     code: exit code, or a callable returning it when the deadline passes.
     message: what to log on expiry (or a callable returning it).
-    last_words: optional callable run (bounded) before exiting, e.g. telling
-      the ps tasks that the job failed.
+    last_words: optional callable(message) run (bounded) before exiting,
+      e.g. telling the ps tasks that the job failed and why.
   """
 
   def __init__(self, timeout_secs, code, message, last_words=None):
@@ -219,6 +291,75 @@ def add_sigterm_listener(callback):
   return remove
 
 
+class SigtermGrace(object):
+  """SIGTERM as a request to checkpoint and stop, with a deadline to exit.
+
+  While `handling()` is active, SIGTERM calls `on_sigterm()` instead of
+  killing the process: from the Python handler, and at once from a
+  `SignalWatch` thread, since a main thread blocked in `Session.run` may
+  never get to run the handler. The same moment starts the grace: once
+  `grace_secs` pass the process exits, 143 when the chief's preemption
+  checkpoint is written (`checkpoint_written`; always for a non-chief), 129
+  when it is not, so the job is restarted from an older checkpoint.
+
+  Usage (the trainer's step loop and the Estimator's fault hook):
+
+      grace = fault_tolerance.SigtermGrace(
+          25, 'deploy_config.termination_grace_secs', is_chief=True,
+          on_sigterm=stop_requested.set)
+      with grace.handling():
+        ...train; on stop_requested, save a checkpoint, then:
+        grace.checkpoint_written = True
+
+  Args:
+    grace_secs: seconds from SIGTERM to the exit; None or 0: no deadline
+      (SIGTERM only asks for the stop).
+    setting: the config field `grace_secs` comes from, for the exit's log line.
+    is_chief: whether this task writes the preemption checkpoint.
+    on_sigterm: callable() asking training to stop. It may run twice and from
+      another thread (set an Event, say).
+  """
+
+  def __init__(self, grace_secs, setting, is_chief, on_sigterm):
+    self._grace_secs = grace_secs
+    self._setting = setting
+    self._is_chief = is_chief
+    self._on_sigterm = on_sigterm
+    self._watchdog = None
+    self._lock = threading.Lock()
+    self.checkpoint_written = False
+
+  @contextlib.contextmanager
+  def handling(self):
+    """The block during which SIGTERM is handled so (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+      yield
+      return
+    previous = signal.signal(signal.SIGTERM,
+                             lambda unused_signum, unused_frame: self._on_sigterm())
+    remove_listener = add_sigterm_listener(self._start)
+    try:
+      yield
+    finally:
+      remove_listener()
+      signal.signal(signal.SIGTERM, previous)
+
+  def _start(self):
+    self._on_sigterm()
+    with self._lock:
+      if self._watchdog is not None or not self._grace_secs:
+        return
+      self._watchdog = Watchdog(
+          self._grace_secs, self._exit_code,
+          'SIGTERM: still running after %s=%d (blocked on a peer?); exiting'
+          % (self._setting, self._grace_secs)).start()
+
+  def _exit_code(self):
+    if self.checkpoint_written or not self._is_chief:
+      return exit_codes.PREEMPTED
+    return exit_codes.RETRYABLE
+
+
 class TaskFaults(object):
   """How one training task of a cluster meets faults; `trainer.train` takes one.
 
@@ -232,16 +373,29 @@ class TaskFaults(object):
     recovery: a `Recovery`, or None not to recover from lost peers.
     end_job: optional callable(message) telling the ps tasks the job failed
       (the chief's, before a retryable exit).
+    session_peers: [(name, 'host:port')] of the other tasks this task's
+      session runs on (its ps tasks); with them, closing the session after
+      the last step is bounded by `termination_grace_secs` and names them
+      when slow (`close_session`).
+    step_timeout_secs: with `session_peers`, exit retryable when no step
+      finishes for this long once training runs (`deployment.step_watch`:
+      a partitioned ps); None: wait as long as a step takes.
+    step_timeout_setting: the config field(s) step_timeout_secs comes from.
   """
 
   def __init__(self, termination_grace_secs=None, replica_timeout_secs=300,
-               replica_names=(), replica_name=None, recovery=None, end_job=None):
+               replica_names=(), replica_name=None, recovery=None, end_job=None,
+               session_peers=(), step_timeout_secs=None,
+               step_timeout_setting='deploy_config.recovery_timeout_secs'):
     self.termination_grace_secs = termination_grace_secs
     self.replica_timeout_secs = replica_timeout_secs
     self.replica_names = list(replica_names)
     self.replica_name = replica_name
     self.recovery = recovery
     self.end_job = end_job
+    self.session_peers = list(session_peers)
+    self.step_timeout_secs = step_timeout_secs
+    self.step_timeout_setting = step_timeout_setting
 
   @contextlib.contextmanager
   def noting_lost_peers(self, last_step_fn):
@@ -263,16 +417,6 @@ class TaskFaults(object):
     return len(self.replica_names) > 1 and self.replica_name in self.replica_names
 
 
-def _reachable(address, timeout_secs=1.0):
-  """Whether something accepts TCP connections at 'host:port'."""
-  host, port = address.rsplit(':', 1)
-  try:
-    with socket.create_connection((host.strip('[]'), int(port)), timeout=timeout_secs):
-      return True
-  except OSError:
-    return False
-
-
 def task_names(error_message):
   """The tasks ('/job:ps/task:1') an error message of TensorFlow names, in order."""
   names = []
@@ -281,6 +425,29 @@ def task_names(error_message):
     if name not in names:
       names.append(name)
   return names
+
+
+def lost_tasks(error_message):
+  """Who a peer error says was lost, for a log line: its ps tasks, else any task named.
+
+  Returns:
+    e.g. '/job:ps/task:1', or 'a peer' when the message names no task.
+  """
+  names = task_names(error_message)
+  return ', '.join([n for n in names if '/job:ps/' in n] or names) or 'a peer'
+
+
+def error_summary(error_message, max_chars=300):
+  """The first two telling lines of a TensorFlow error message, on one line.
+
+  TF 2.x messages of a failed step start with 'Graph execution error:' and a
+  line of '='; what failed and where (`UNAVAILABLE: From /job:ps/...`)
+  comes after.
+  """
+  lines = [line.strip() for line in (error_message or '').splitlines()]
+  telling = [line for line in lines
+             if line and line != 'Graph execution error:' and set(line) != {'='}]
+  return ' '.join(telling[:2])[:max_chars]
 
 
 class Recovery(object):
@@ -294,14 +461,22 @@ class Recovery(object):
 
   Args:
     timeout_secs: deploy_config.recovery_timeout_secs.
-    last_words: optional callable run before a retryable exit (bounded).
+    last_words: optional callable(message) run before a retryable exit (bounded).
     chief: optional ('host:port', task name) of the chief, for a non-chief task.
+    peers: [(name, 'host:port')] of the ps tasks (`cluster_runtime.ps_peers`):
+      what `wait_for_peers` waits for, and an exit message names those that
+      do not accept connections (`cluster_runtime.unreachable`).
+    setting: the config field `timeout_secs` comes from, for the log lines
+      ('RunConfig.recovery_timeout_secs' on the Estimator path).
   """
 
-  def __init__(self, timeout_secs, last_words=None, chief=None):
+  def __init__(self, timeout_secs, last_words=None, chief=None, peers=(),
+               setting='deploy_config.recovery_timeout_secs'):
     self._timeout_secs = timeout_secs
+    self._setting = setting
     self._last_words = last_words
     self._chief = chief
+    self._peers = list(peers)
     self._watchdog = None
     self._lost_at_step = None
     self._lost = ''
@@ -318,21 +493,18 @@ class Recovery(object):
       error: the `tf.errors.OpError` that showed it.
       last_step: the last global step this task reached (None if none).
     """
-    names = [n for n in task_names(error.message) if '/job:ps/' in n] or task_names(
-        error.message) or ['a peer']
-    self._lost = ', '.join(names)
+    self._lost = lost_tasks(error.message)
     if last_step is not None:
       self._lost_at_step = last_step
     logging.warning('lost %s at global step %s (%s: %s); rebuilding the session, '
-                    'deploy_config.recovery_timeout_secs=%d', self._lost, last_step,
-                    type(error).__name__, error.message.splitlines()[0][:300],
-                    self._timeout_secs)
+                    '%s=%d', self._lost, last_step, type(error).__name__,
+                    error_summary(error.message), self._setting, self._timeout_secs)
     if not self.recovering:
       self._watchdog = Watchdog(
           self._timeout_secs, exit_codes.RETRYABLE,
-          lambda: 'lost %s and could not rebuild the session within '
-          'deploy_config.recovery_timeout_secs=%d; exiting retryable' % (
-              self._lost, self._timeout_secs),
+          lambda: 'lost %s and could not rebuild the session within %s=%d%s; '
+          'exiting retryable' % (self._lost, self._setting, self._timeout_secs,
+                                 self._unreachable_peers()),
           last_words=self._last_words).start()
       if self._chief is not None:
         threading.Thread(target=self._exit_if_chief_gone, args=(self._watchdog,),
@@ -343,33 +515,33 @@ class Recovery(object):
     address, name = self._chief
     last_seen = time.time()
     while watchdog.active:
-      if _reachable(address):
+      if cluster_runtime.reachable(address):
         last_seen = time.time()
       elif time.time() - last_seen >= CHIEF_GONE_SECS:
         exit_now(exit_codes.RETRYABLE,
-                 'lost %s and the chief %s is unreachable too: nobody is left to restore '
-                 'the model from; exiting retryable' % (self._lost, name))
+                 'lost %s and the chief %s is unreachable too%s: nobody is left to restore '
+                 'the model from; exiting retryable' % (self._lost, name,
+                                                        self._unreachable_peers()))
       time.sleep(poll_secs)
 
-  def wait_for(self, addresses, names):
-    """Waits until every 'host:port' of `addresses` accepts connections again.
+  def _unreachable_peers(self):
+    unreachable = cluster_runtime.unreachable(self._peers)
+    return ' (unreachable: %s)' % ', '.join(unreachable) if unreachable else ''
+
+  def wait_for_peers(self):
+    """Waits until every peer (the `peers` given) accepts connections again.
 
     Gives up (exit retryable) with the deadline of `lost()`.
-
-    Args:
-      addresses: the peers' 'host:port'.
-      names: their task names, for the log.
     """
     start = last_log = time.time()
     while True:
-      missing = [n for a, n in zip(addresses, names) if not _reachable(a)]
+      missing = [n for n, a in self._peers if not cluster_runtime.reachable(a)]
       if not missing:
         return
       self._lost = ', '.join(missing)  # What the timeout message names.
       if time.time() - last_log >= 5.0:
-        logging.info('waiting for %s to come back (%.0f s; deploy_config.'
-                     'recovery_timeout_secs=%d)', ', '.join(missing), time.time() - start,
-                     self._timeout_secs)
+        logging.info('waiting for %s to come back (%.0f s; %s=%d)', ', '.join(missing),
+                     time.time() - start, self._setting, self._timeout_secs)
         last_log = time.time()
       time.sleep(0.5)
 

@@ -195,7 +195,7 @@ class ReplicaMonitor(object):
       logging.info('sync replicas: wrote checkpoint %s before exiting', path)
 
     def give_up(message, sess):
-      def last_words():
+      def last_words(unused_message):
         if saver is not None:
           fault_tolerance.run_bounded(lambda: save(sess), fault_tolerance.LAST_WORDS_SECS,
                                       'the final checkpoint')

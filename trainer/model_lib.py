@@ -81,6 +81,7 @@ from trainer import estimator as tfe
 from trainer import evaluator as od_evaluator
 from trainer import exporter as od_exporter
 from trainer import trainer as legacy_trainer
+from trainer.estimator import faults
 from trainer.estimator.hparams import HParams
 
 _INPUT = fields.InputDataFields
@@ -476,7 +477,8 @@ def apply_deploy_config(run_config, deploy_config):
   A RunConfig that already asks for several clones is kept as it is (and a
   RunConfig's own `deployment_config` always wins): what the program sets in
   code wins over the config file, as command-line flags do for
-  `trainer.train`.
+  `trainer.train`. So do the fault timeouts (`recovery_timeout_secs`, ...)
+  (`faults.apply_deploy_config_timeouts`).
 
   Args:
     run_config: a `tfe.RunConfig`.
@@ -485,6 +487,7 @@ def apply_deploy_config(run_config, deploy_config):
   Returns:
     A `tfe.RunConfig`.
   """
+  run_config = faults.apply_deploy_config_timeouts(run_config, deploy_config)
   if run_config.num_clones > 1:
     return run_config
   settings = deploy_config_builder.build(deploy_config)

@@ -14,6 +14,15 @@ Eval-only mode: with `--checkpoint_dir` the checkpoints there are evaluated
 otherwise each new one until training reaches its last step.
 `--eval_training_data` evaluates on the train input instead (1 of every
 `--sample_1_of_n_eval_on_train_examples`).
+
+Cluster faults (a chief, worker or ps of a cluster with ps tasks): a ps
+killed and restarted makes the training tasks rebuild their session; after
+SIGTERM the chief checkpoints the step reached and every task exits 143; a ps
+lost past `deploy_config.recovery_timeout_secs` makes them exit 129. The
+pipeline's `deploy_config.recovery_timeout_secs`, `termination_grace_secs` and
+`chief_timeout_secs` become the RunConfig's (RunConfig defaults: 300, 25 and
+300 s). See
+docs/fault_tolerance.md.
 """
 
 from absl import app
@@ -21,8 +30,10 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
+from deployment import fault_tolerance
 from trainer import estimator as tfe
 from trainer import model_lib
+from trainer.estimator import faults
 
 FLAGS = flags.FLAGS
 
@@ -108,7 +119,14 @@ def main(unused_argv):
       train_and_eval_dict['train_steps'],
       eval_on_train_data=False)
   # Only the first eval spec runs, as in the OD API.
-  tfe.train_and_evaluate(train_and_eval_dict['estimator'], train_spec, eval_specs[0])
+  try:
+    tfe.train_and_evaluate(train_and_eval_dict['estimator'], train_spec, eval_specs[0])
+  except (faults.TrainingPreempted, faults.TaskFailed) as e:
+    # 143 / 129; os._exit when a session close was left running in a thread.
+    logging.warning('%s', e)
+    fault_tolerance.exit_process(e.code)
+  if config.cluster.is_distributed:
+    fault_tolerance.exit_process(0)
 
 
 if __name__ == '__main__':

@@ -29,7 +29,6 @@ docs/fault_tolerance.md.
 """
 
 import functools
-import sys
 import threading
 
 from absl import app
@@ -159,7 +158,7 @@ def run(argv=None):
       model_builder.build, model_config=configs['model'], is_training=True)
   deploy = deploy_config_builder.build(deploy_config, num_clones=FLAGS.num_clones,
                                        clone_on_cpu=FLAGS.clone_on_cpu)
-  faults = _task_faults(cluster, master, timeouts, is_chief)
+  faults = _task_faults(cluster, master, timeouts, is_chief, train_config.sync_replicas)
 
   def train_once():
     trainer.train(create_tensor_dict_fn, create_model_fn, train_config,
@@ -209,21 +208,17 @@ def _watch_chief(cluster, is_chief, timeouts):
   """
   if is_chief or not cluster.is_distributed or not cluster.num_ps_tasks:
     return threading.Event()
-  watch = cluster_runtime.ChiefWatch(cluster, timeouts.chief, timeouts.startup)
-  return watch.watch_in_thread(
-      lambda message: fault_tolerance.exit_now(exit_codes.RETRYABLE, message))
+  return fault_tolerance.exit_when_chief_lost(cluster, timeouts.chief, timeouts.startup)
 
 
-def _task_faults(cluster, master, timeouts, is_chief):
+def _task_faults(cluster, master, timeouts, is_chief, sync_replicas):
   """The `fault_tolerance.TaskFaults` of this training task."""
   if not cluster.is_distributed:
     return fault_tolerance.TaskFaults(termination_grace_secs=timeouts.termination_grace)
-  end_job = None
-  if is_chief and cluster.num_ps_tasks:
-    def end_job(message):
-      cluster_runtime.signal_training_done(master, cluster, timeout_secs=10,
-                                           status=cluster_runtime.FAILED, reason=message)
+  end_job = (cluster_runtime.job_failed_notice(master, cluster)
+             if is_chief and cluster.num_ps_tasks else None)
   jobs = cluster.cluster
+  ps_peers = cluster_runtime.ps_peers(cluster)
   replica_names = ['/job:%s/task:%d' % (job, index) for job in cluster_lib.TRAINING_JOBS
                    for index in range(len(jobs.get(job, [])))]
   return fault_tolerance.TaskFaults(
@@ -232,8 +227,13 @@ def _task_faults(cluster, master, timeouts, is_chief):
       replica_name='/job:%s/task:%d' % (cluster.task_type, cluster.task_index),
       recovery=fault_tolerance.Recovery(
           timeouts.recovery, last_words=end_job,
-          chief=None if is_chief else cluster_runtime.chief_address(cluster)),
-      end_job=end_job)
+          chief=None if is_chief else cluster_runtime.chief_address(cluster), peers=ps_peers),
+      end_job=end_job,
+      session_peers=ps_peers,
+      # A sync step also waits for the other replicas, which their own watch bounds.
+      step_timeout_secs=timeouts.recovery + (timeouts.replica if sync_replicas else 0),
+      step_timeout_setting=('deploy_config.replica_timeout_secs + recovery_timeout_secs'
+                            if sync_replicas else 'deploy_config.recovery_timeout_secs'))
 
 
 def _train_until_done(train_once, cluster, faults, num_steps):
@@ -248,8 +248,6 @@ def _train_until_done(train_once, cluster, faults, num_steps):
     True when this task trained to its end, False when it found the job
     finished by the others after losing its ps.
   """
-  ps_addresses = cluster.cluster_spec.job_tasks('ps') if cluster.num_ps_tasks else []
-  ps_names = ['/job:ps/task:%d' % index for index in range(len(ps_addresses))]
   while True:
     try:
       train_once()
@@ -261,12 +259,12 @@ def _train_until_done(train_once, cluster, faults, num_steps):
         return False
       if not faults.recovery.recovering:
         faults.recovery.lost(e, None)
-      faults.recovery.wait_for(ps_addresses, ps_names)
+      faults.recovery.wait_for_peers()
       logging.info('rebuilding the training graph and session')
 
 
 def main(argv):
-  sys.exit(run(argv))
+  fault_tolerance.exit_process(run(argv))
 
 
 if __name__ == '__main__':

@@ -546,16 +546,19 @@ def run_training(training_graph, train_config, train_dir, master='', is_chief=Tr
     if master and not is_chief:
       cluster_runtime.wait_for_model_ready(master, config, startup_timeout_secs)
     with runner.handle_sigterm(), faults.noting_lost_peers(lambda: runner.last_step):
-      slim.learning.train(
-          training_graph.train_tensor, logdir=train_dir, train_step_fn=runner,
-          master=master, is_chief=is_chief, session_config=config,
-          startup_delay_steps=startup_delay_steps, init_fn=training_graph.init_fn,
-          summary_op=training_graph.summary_op,
-          number_of_steps=train_config.num_steps or None,
-          save_summaries_secs=train_config.save_summaries_secs,
-          save_interval_secs=train_config.save_interval_secs,
-          sync_optimizer=sync_optimizer, saver=training_graph.saver,
-          ignore_live_threads=sync_optimizer is not None)
+      try:
+        slim.learning.train(
+            training_graph.train_tensor, logdir=train_dir, train_step_fn=runner,
+            master=master, is_chief=is_chief, session_config=config,
+            startup_delay_steps=startup_delay_steps, init_fn=training_graph.init_fn,
+            summary_op=training_graph.summary_op,
+            number_of_steps=train_config.num_steps or None,
+            save_summaries_secs=train_config.save_summaries_secs,
+            save_interval_secs=train_config.save_interval_secs,
+            sync_optimizer=sync_optimizer, saver=training_graph.saver,
+            ignore_live_threads=sync_optimizer is not None)
+      finally:
+        runner.stop_watching()  # A rebuilt session arms it again with its first step.
   runner.raise_if_preempted()
   return runner.last_loss
 

@@ -15,7 +15,11 @@ Python from the global step it fetched, and adds what long jobs need:
   `Session.close()`);
 * faults (`deployment.fault_tolerance`): a step failing on a lost peer starts
   the recovery deadline, the first step of a rebuilt session logs what was
-  restored, and a sync-replicas monitor runs beside the steps.
+  restored, and a sync-replicas monitor runs beside the steps; in a cluster,
+  a step that does not finish within `TaskFaults.step_timeout_secs` (a
+  partitioned ps) ends the task retryable, and closing the session after the
+  last step is bounded by the termination grace and names the ps tasks it
+  waits for when slow.
 
 Usage (trainer.trainer.train does this):
 
@@ -27,16 +31,14 @@ Usage (trainer.trainer.train does this):
     runner.raise_if_preempted()
 """
 
-import contextlib
-import signal
 import threading
 import time
 
 from absl import logging
 import tensorflow as tf
 
-from deployment import exit_codes
 from deployment import fault_tolerance
+from deployment import step_watch
 from trainer import numerics
 
 NAN_LOSS_MESSAGE = 'LossTensor is inf or nan.'
@@ -111,8 +113,14 @@ class TrainStepRunner:
     self._step_after_update = step_after_update
     self._faults = faults or fault_tolerance.TaskFaults()
     self._replica_monitor = replica_monitor
-    self._grace_watchdog = None
-    self._checkpoint_written = False
+    self._step_watch = None
+    if self._faults.session_peers and self._faults.step_timeout_secs:
+      self._step_watch = step_watch.StepWatch(
+          self._faults.step_timeout_secs, self._faults.session_peers,
+          self._faults.step_timeout_setting, last_words=self._faults.end_job)
+    self._sigterm = fault_tolerance.SigtermGrace(
+        self._faults.termination_grace_secs, 'deploy_config.termination_grace_secs',
+        is_chief, self.request_preemption)
     self._preempt_requested = threading.Event()
     self._preempted = None
     self._window_start = None
@@ -123,43 +131,13 @@ class TrainStepRunner:
     """Asks the loop to checkpoint and stop after the current step."""
     self._preempt_requested.set()
 
-  @contextlib.contextmanager
   def handle_sigterm(self):
-    """While active, SIGTERM requests preemption instead of killing.
+    """A context: while active, SIGTERM requests preemption instead of killing.
 
     With a termination grace, SIGTERM also starts the countdown at once (from
     a watching thread, even while a step blocks the main thread).
     """
-    if threading.current_thread() is not threading.main_thread():
-      yield
-      return
-    previous = signal.getsignal(signal.SIGTERM)
-    signal.signal(signal.SIGTERM,
-                  lambda signum, frame: self.request_preemption())
-    remove_listener = (fault_tolerance.add_sigterm_listener(self._start_grace)
-                       if self._faults.termination_grace_secs else None)
-    try:
-      yield
-    finally:
-      if remove_listener is not None:
-        remove_listener()
-      signal.signal(signal.SIGTERM, previous)
-
-  def _start_grace(self):
-    """SIGTERM arrived: stop after this step, and exit when the grace is spent."""
-    self.request_preemption()
-    if self._grace_watchdog is None:
-      grace = self._faults.termination_grace_secs
-      self._grace_watchdog = fault_tolerance.Watchdog(
-          grace, self._exit_code_after_sigterm,
-          'SIGTERM: still running after deploy_config.termination_grace_secs=%d '
-          '(blocked on a peer?); exiting' % grace).start()
-
-  def _exit_code_after_sigterm(self):
-    """143 once the preemption checkpoint is written (or for non-chiefs), else retryable."""
-    if self._checkpoint_written or not self._is_chief:
-      return exit_codes.PREEMPTED
-    return exit_codes.RETRYABLE
+    return self._sigterm.handling()
 
   def raise_if_preempted(self):
     """Raises `TrainingPreempted` if the loop stopped because of SIGTERM."""
@@ -185,10 +163,19 @@ class TrainStepRunner:
     logging.info(', '.join(parts))
     self._window_start = (now, step)
 
+  def stop_watching(self):
+    """Stops the step deadline (training ended, or the session is being rebuilt)."""
+    if self._step_watch is not None:
+      self._step_watch.stop()
+
   def _finish(self, sess, step):
+    if self._step_watch is not None:
+      # The final checkpoint and the close still need the ps: bound them too.
+      self._step_watch.step_done(step, ending=True)
     if self._replica_monitor is not None:
       self._replica_monitor.stop()
     logging.info('training finished at global step %d', step)
+    self._bound_session_close(sess)
     if self._on_finish is not None:
       self._on_finish(sess, step)
 
@@ -220,13 +207,15 @@ class TrainStepRunner:
           'by the failing step and the last checkpoint is intact.' %
           (cause, step)) from None
     self.last_step, self.last_loss = int(step), float(loss)
+    if self._step_watch is not None:
+      self._step_watch.step_done(self.last_step)
     if self._log_every_n_steps:
       self._log_progress(self.last_step, self.last_loss)
     if self._preempt_requested.is_set():
       path = self._checkpoint_path
       if self._is_chief and self._saver is not None and path:
         path = self._saver.save(sess, path, global_step=self.last_step)
-        self._checkpoint_written = True
+        self._sigterm.checkpoint_written = True
         logging.info('SIGTERM: wrote checkpoint %s, stopping', path)
       self._preempted = TrainingPreempted(self.last_step, path)
       self._finish(sess, self.last_step)
@@ -235,6 +224,24 @@ class TrainStepRunner:
       self._finish(sess, self.last_step)
       return loss, True
     return loss, False
+
+  def _bound_session_close(self, sess):
+    """The Supervisor closes `sess` after the last step: bound that and say what it waits for.
+
+    In a cluster, `Session.close()` can wait silently for a slow or gone ps.
+    Only that one close is replaced; later calls (`Session.__del__`) are the
+    plain, then no-op, close.
+    """
+    faults = self._faults
+    if not faults.session_peers or 'close' in vars(sess):
+      return
+    close = sess.close
+
+    def bounded_close():
+      del sess.close
+      fault_tolerance.close_session(close, faults.termination_grace_secs,
+                                    [name for name, _ in faults.session_peers])
+    sess.close = bounded_close
 
   def _watch_session(self, sess, global_step):
     """Before a step: end a recovery in progress, start the replica monitor."""

@@ -6,6 +6,7 @@ benchmarks/RESULTS.md. Each script runs in its own process, as a user runs it.
 """
 
 import os
+import re
 import subprocess
 import sys
 
@@ -81,6 +82,20 @@ def test_distributed_quick_on_network_namespaces():
   for workers in ('1 worker + 1 ps, async', '2 workers + 1 ps, async', '2 workers + 1 ps, sync'):
     assert 'ratio %s, netns / loopback' % workers in stdout, stdout[-3000:]
   assert 'steps per worker inside' in stdout, stdout[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_scaling_model_quick_checks_a_cluster_across_network_namespaces():
+  from tests import netns_fixture  # noqa: PLC0415  (imports TensorFlow)
+  netns_fixture.skip_unless_available()
+  stdout = _run_quick('benchmarks.scaling_model', '--netns')
+  # The link between two namespaces was measured, and the same cluster ran on
+  # loopback and across namespaces, each compared with its own prediction.
+  assert re.search(r'^netns: [0-9.]+ GB/s, [0-9]+ us round trip', stdout, re.M), stdout[-3000:]
+  assert '| 1 | 2 | async | loopback |' in stdout, stdout[-3000:]
+  assert '| 1 | 2 | async | netns |' in stdout, stdout[-3000:]
+  assert 'within +-20 %: ' in stdout and 'of 2 configurations' in stdout, stdout[-3000:]
 
 
 @pytest.mark.parametrize('module', [

@@ -596,15 +596,26 @@ class LearningTest(tf.test.TestCase):
   def test_train_resumes_from_checkpoint(self):
     logdir = tempfile.mkdtemp(dir=self.get_temp_dir())
     inputs, labels = _logistic_regression_data()
-    for steps in (5, 12):
+    for steps, steps_run in ((5, 5), (12, 7)):
       with tf.Graph().as_default():
         total_loss = _logistic_loss(inputs, labels)
         train_op = slim.learning.create_train_op(total_loss,
                                                  tf1.train.GradientDescentOptimizer(1.0))
+        calls = []
+
+        def counting_train_step(*args, **kwargs):
+          calls.append(1)
+          return slim.learning.train_step(*args, **kwargs)
+
+        # save_interval_secs=0: the Supervisor's checkpoint thread saves as
+        # soon as it starts, and a slow first save that ends after the final
+        # one would leave `checkpoint` pointing at the older step.
         slim.learning.train(train_op, logdir, number_of_steps=steps, log_every_n_steps=100,
+                            train_step_fn=counting_train_step, save_interval_secs=0,
                             session_config=_session_config())
       self.assertEqual(tf.train.latest_checkpoint(logdir),
                        os.path.join(logdir, 'model.ckpt-%d' % steps))
+      self.assertLen(calls, steps_run)  # the second run resumed at step 5
 
   def _sync_replicas_train_op(self):
     """Builds the logistic model with a one-replica SyncReplicasOptimizer.

@@ -1,6 +1,7 @@
 """fault_tolerance and replica_watch: watchdogs, SIGTERM in a blocked run, replica stamps."""
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -71,7 +72,7 @@ def test_watchdog_ends_a_process_blocked_in_a_session_run(tmp_path):
 
 def test_cancelled_watchdog_does_nothing():
   fired = []
-  watchdog = fault_tolerance.Watchdog(0.3, 129, 'x', last_words=lambda: fired.append(1))
+  watchdog = fault_tolerance.Watchdog(0.3, 129, 'x', last_words=fired.append)
   watchdog.start()
   assert watchdog.active
   watchdog.cancel()
@@ -94,6 +95,177 @@ def test_signal_watch_hears_sigterm_while_the_main_thread_is_blocked(tmp_path):
   assert 'HANDLER' not in output and 'UNBLOCKED' not in output
 
 
+@pytest.mark.cluster
+@pytest.mark.parametrize('is_chief,checkpoint_written,expected_code', [
+    (True, False, exit_codes.RETRYABLE),  # no preemption checkpoint: an older one is used
+    (True, True, exit_codes.PREEMPTED),
+    (False, False, exit_codes.PREEMPTED),  # a worker writes none
+])
+def test_sigterm_grace_asks_for_the_stop_then_exits_after_the_grace(
+    tmp_path, is_chief, checkpoint_written, expected_code):
+  setup = textwrap.dedent('''
+      def on_sigterm():
+        print('STOP REQUESTED', flush=True)
+        grace.checkpoint_written = %s
+      grace = fault_tolerance.SigtermGrace(2, 'deploy_config.termination_grace_secs',
+                                           is_chief=%s, on_sigterm=on_sigterm)
+      handling = grace.handling()  # kept: a collected generator would leave the block
+      handling.__enter__()''' % (checkpoint_written, is_chief))
+  start = time.time()
+  code, output = _run_blocked(tmp_path, setup, send_sigterm=True)
+  assert code == expected_code, output
+  # Asked at once from the watch thread (the blocked main thread never runs
+  # the Python handler), then the deadline names the setting.
+  assert 'STOP REQUESTED' in output
+  assert ('SIGTERM: still running after deploy_config.termination_grace_secs=2 '
+          '(blocked on a peer?); exiting') in output
+  assert 'UNBLOCKED' not in output
+  assert time.time() - start < 30
+
+
+def test_sigterm_grace_outside_the_main_thread_changes_nothing():
+  grace = fault_tolerance.SigtermGrace(1, 'x', True, lambda: None)
+  handlers = []
+
+  def enter():
+    with grace.handling():
+      handlers.append(signal.getsignal(signal.SIGTERM))
+
+  before = signal.getsignal(signal.SIGTERM)
+  thread = threading.Thread(target=enter)
+  thread.start()
+  thread.join()
+  assert handlers == [before]
+
+
+# A gRPC session with a step still running (a py_func sleeping), closed with a bound.
+_SLOW_CLOSE_PROGRAM = textwrap.dedent('''
+    import threading, time, tensorflow as tf
+    from absl import logging
+    from deployment import fault_tolerance
+    logging.set_verbosity(logging.INFO)
+    tf.compat.v1.disable_eager_execution()
+    server = tf.distribute.Server.create_local_server()
+    slow = tf.compat.v1.py_func(lambda: (time.sleep(%(sleep)d), 0)[1], [], tf.int64)
+    sess = tf.compat.v1.Session(server.target)
+    def step():
+      try:
+        sess.run(slow)
+      except tf.errors.CancelledError:
+        pass
+    threading.Thread(target=step, daemon=True).start()
+    time.sleep(1)
+    start = time.time()
+    closed = fault_tolerance.close_session(sess.close, %(timeout)s, ['/job:ps/task:1'])
+    print('CLOSED %%s after %%.1f s' %% (closed, time.time() - start), flush=True)
+    fault_tolerance.exit_process(0)
+''')
+
+
+def _close_slowly(tmp_path, sleep, timeout):
+  """Runs _SLOW_CLOSE_PROGRAM; returns (exit code, output, wall seconds)."""
+  script = tmp_path / 'slow_close.py'
+  script.write_text(_SLOW_CLOSE_PROGRAM % dict(sleep=sleep, timeout=timeout))
+  env = dict(os.environ, PYTHONPATH=cluster_util.REPO_ROOT, TF_CPP_MIN_LOG_LEVEL='2',
+             CUDA_VISIBLE_DEVICES='')
+  start = time.time()
+  result = subprocess.run([sys.executable, '-u', str(script)], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, env=env, cwd=cluster_util.REPO_ROOT,
+                          timeout=sleep + 60, check=False)
+  return result.returncode, result.stdout.decode(errors='replace'), time.time() - start
+
+
+@pytest.mark.cluster
+def test_session_close_waiting_on_a_step_gives_up_after_its_bound_naming_the_wait(tmp_path):
+  # Issue 18 item 5: Session.close() waited silently for whatever was still
+  # running in the session; now it says so and the task goes on after the bound.
+  code, output, wall = _close_slowly(tmp_path, sleep=120, timeout=2)
+  assert code == 0, output
+  assert re.search(r'CLOSED False after 2\.\d s', output), output
+  assert ('gave up closing the training session after 2 s (still waiting for the steps still '
+          'running in it and for /job:ps/task:1 to drop it)') in output
+  assert wall < 60, output  # The process did not wait for the 120 s step.
+
+
+@pytest.mark.cluster
+def test_slow_session_close_reports_what_it_waits_for_then_closes(tmp_path):
+  code, output, _ = _close_slowly(tmp_path, sleep=8, timeout='None')
+  assert code == 0, output
+  assert ('closing the training session: 5 s so far; TensorFlow waits for the steps still '
+          'running in it and for /job:ps/task:1 to drop it') in output
+  assert re.search(r'CLOSED True after [6-9]\.\d s', output), output
+  assert 'gave up' not in output
+
+
+_STEP_WATCH_PROGRAM = textwrap.dedent('''
+    import time
+    from deployment import ports, step_watch
+    address = '127.0.0.1:%%d' %% ports.pick_unused_ports(1)[0]  # nothing listens there
+    watch = step_watch.StepWatch(2, [('/job:ps/task:1', address)],
+                                 'deploy_config.recovery_timeout_secs', poll_secs=0.1,
+                                 last_words=lambda why: print('LAST WORDS:', why, flush=True))
+    for step in range(1, 6):  # steps every 0.5 s keep it quiet
+      watch.step_done(step)
+      time.sleep(0.5)
+    watch.stop()
+    time.sleep(3)  # stopped: no exit
+    watch.step_done(6, ending=%s)
+    print('STALLING', flush=True)
+    time.sleep(60)
+''')
+
+
+@pytest.mark.parametrize('ending', [False, True], ids=['step', 'final_save'])
+def test_step_watch_exits_retryable_naming_the_unreachable_ps(tmp_path, ending):
+  script = tmp_path / 'step_watch.py'
+  script.write_text(_STEP_WATCH_PROGRAM % ending)
+  env = dict(os.environ, PYTHONPATH=cluster_util.REPO_ROOT, TF_CPP_MIN_LOG_LEVEL='2')
+  start = time.time()
+  result = subprocess.run([sys.executable, '-u', str(script)], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, env=env, timeout=120, check=False)
+  output = result.stdout.decode(errors='replace')
+  assert result.returncode == exit_codes.RETRYABLE, output
+  assert time.time() - start < 40, output  # 2.5 s of steps, 3 s stopped, 2 s timeout
+  assert output.index('STALLING') < output.index('exiting retryable'), output
+  what = ('training ended at global step 6, but its final checkpoint and shutdown have not '
+          'finished in 2 s' if ending else 'no training step finished for 2 s since global step 6')
+  pattern = (re.escape(what) + r'; unreachable: /job:ps/task:1 \(127\.0\.0\.1:\d+\) '
+             r'.*past deploy_config\.recovery_timeout_secs=2, exiting retryable')
+  assert re.search(pattern, output), output
+  # The last words (the chief telling the ps tasks) carry the same reason.
+  assert re.search('LAST WORDS: ' + pattern, output), output
+
+
+_RECOVERY_PROGRAM = textwrap.dedent('''
+    import time
+    import tensorflow as tf
+    from deployment import fault_tolerance, ports
+    gone = ['127.0.0.1:%d' % port for port in ports.pick_unused_ports(2)]
+    recovery = fault_tolerance.Recovery(
+        2, last_words=lambda why: print('LAST WORDS:', why, flush=True),
+        peers=[('/job:ps/task:0', gone[0]), ('/job:ps/task:1', gone[1])])
+    recovery.lost(tf.errors.UnavailableError(None, None, 'Socket closed from '
+                                             '/job:ps/replica:0/task:0'), 12)
+    time.sleep(60)
+''')
+
+
+def test_recovery_past_its_deadline_exits_retryable_naming_every_unreachable_ps(tmp_path):
+  script = tmp_path / 'recovery.py'
+  script.write_text(_RECOVERY_PROGRAM)
+  env = dict(os.environ, PYTHONPATH=cluster_util.REPO_ROOT, TF_CPP_MIN_LOG_LEVEL='2')
+  result = subprocess.run([sys.executable, '-u', str(script)], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, env=env, timeout=120, check=False)
+  output = result.stdout.decode(errors='replace')
+  assert result.returncode == exit_codes.RETRYABLE, output
+  message = (r'lost /job:ps/task:0 and could not rebuild the session within '
+             r'deploy_config\.recovery_timeout_secs=2 \(unreachable: '
+             r'/job:ps/task:0 \(127\.0\.0\.1:\d+\), /job:ps/task:1 \(127\.0\.0\.1:\d+\)\); '
+             r'exiting retryable')
+  assert re.search(message, output), output
+  assert re.search('LAST WORDS: ' + message, output), output
+
+
 def test_task_names_come_from_error_messages():
   message = ('Socket closed ... /job:ps/replica:0/task:1 and then '
              '/job:worker/replica:0/task:0 and /job:ps/replica:0/task:1 again')
@@ -101,16 +273,35 @@ def test_task_names_come_from_error_messages():
   assert fault_tolerance.task_names('') == []
 
 
+def test_lost_tasks_name_the_ps_first_then_any_task_then_a_peer():
+  both = 'from /job:worker/replica:0/task:0: /job:ps/replica:0/task:1 closed'
+  assert fault_tolerance.lost_tasks(both) == '/job:ps/task:1'
+  assert fault_tolerance.lost_tasks('/job:chief/replica:0/task:0 gone') == '/job:chief/task:0'
+  assert fault_tolerance.lost_tasks('Socket closed') == 'a peer'
+
+
+def test_error_summary_skips_tf_2_headers():
+  # A failed step's message on TF 2.21, as the Estimator path logged it.
+  message = ('Graph execution error:\n\n=====================\n'
+             'UNAVAILABLE: From /job:ps/replica:0/task:0:\nrecvmsg:Connection reset by peer\n'
+             'Additional GRPC error information ...')
+  assert fault_tolerance.error_summary(message) == (
+      'UNAVAILABLE: From /job:ps/replica:0/task:0: recvmsg:Connection reset by peer')
+  assert fault_tolerance.error_summary('Socket closed') == 'Socket closed'
+  assert fault_tolerance.error_summary('') == ''
+
+
 def test_recovery_logs_restored_step_and_lost_steps(caplog):
-  recovery = fault_tolerance.Recovery(timeout_secs=60)
-  error = tf.errors.UnavailableError(None, None, 'Connection reset by peer from '
-                                     '/job:ps/replica:0/task:1')
-  recovery.lost(error, last_step=57)
-  assert recovery.recovering
   with socket.socket() as listener:  # The peer "is back".
     listener.bind(('127.0.0.1', 0))
     listener.listen(1)
-    recovery.wait_for(['127.0.0.1:%d' % listener.getsockname()[1]], ['/job:ps/task:1'])
+    recovery = fault_tolerance.Recovery(
+        timeout_secs=60, peers=[('/job:ps/task:1', '127.0.0.1:%d' % listener.getsockname()[1])])
+    error = tf.errors.UnavailableError(None, None, 'Connection reset by peer from '
+                                       '/job:ps/replica:0/task:1')
+    recovery.lost(error, last_step=57)
+    assert recovery.recovering
+    recovery.wait_for_peers()
   with caplog.at_level('WARNING'):
     recovery.resumed(50)
   assert not recovery.recovering

@@ -64,14 +64,21 @@ def test_read_eval_metrics_skips_truncated_tail(tmp_path):
 
 
 def _run_steps(hooks, num_steps):
-  """Trains a counter with `hooks`; returns the global steps that ran."""
+  """Trains a counter with `hooks`; returns the global steps that ran.
+
+  The step is incremented outside the hooked run: a hook's read of the global
+  step inside the same run as `assign_add` may see the old or the new value
+  (no control dependency orders them), and the test must not depend on which.
+  """
   with tf.Graph().as_default():
     step = tf.compat.v1.train.get_or_create_global_step()
-    train_op = tf.compat.v1.assign_add(step, 1)
+    increment = tf.compat.v1.assign_add(step, 1)
+    train_op = tf.no_op()
     ran = []
     with tf.compat.v1.train.SingularMonitoredSession(hooks=hooks) as sess:
       while not sess.should_stop() and len(ran) < num_steps:
-        ran.append(sess.run(train_op))
+        sess.run(train_op)
+        ran.append(int(sess.raw_session().run(increment)))
     return ran
 
 
@@ -85,8 +92,9 @@ def test_predicate_hook_stops_and_sets_flag_every_n_steps():
   hook = early_stopping._StopOnPredicateHook(should_stop, run_every_secs=None,
                                              run_every_steps=4)
   ran = _run_steps([hook], 100)
-  # Checked at steps 1, 5, 9: STOP is set after the third check and training
-  # stops one step later, so that a last checkpoint can carry the flag.
+  # Checked in runs 1, 5, 9 (global steps 0, 4, 8 seen): STOP is set after the
+  # third check and training stops one run later, so that a last checkpoint
+  # can carry the flag.
   assert ran == list(range(1, 11))
   assert len(checked) == 3
 

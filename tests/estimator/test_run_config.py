@@ -217,5 +217,33 @@ def test_deployment_config_from_num_clones(monkeypatch):
   assert deploy.clone_device(1) == '/job:worker/task:1/device:GPU:1'
 
 
+def test_fault_timeouts_default_replace_and_name_the_field():
+  config = tfe.RunConfig()
+  assert (config.recovery_timeout_secs, config.termination_grace_secs,
+          config.chief_timeout_secs) == (300, 25, 300)
+  config = config.replace(recovery_timeout_secs=15, termination_grace_secs=5,
+                          chief_timeout_secs=20)
+  assert (config.recovery_timeout_secs, config.termination_grace_secs,
+          config.chief_timeout_secs) == (15, 5, 20)
+  for name in ('recovery_timeout_secs', 'termination_grace_secs', 'chief_timeout_secs'):
+    for bad in (0, -1, None, True, '30'):
+      with pytest.raises(ValueError, match=r'RunConfig\.%s must be a positive number' % name):
+        tfe.RunConfig(**{name: bad})
+
+
+def test_deploy_config_fault_timeouts_apply_unless_set_in_code():
+  from protos import pipeline_pb2
+  from trainer.estimator import faults
+  deploy = pipeline_pb2.DeployConfig()
+  assert faults.apply_deploy_config_timeouts(tfe.RunConfig(), deploy).recovery_timeout_secs == 300
+  deploy.recovery_timeout_secs, deploy.termination_grace_secs = 40, 7
+  deploy.chief_timeout_secs = 60
+  config = faults.apply_deploy_config_timeouts(tfe.RunConfig(), deploy)
+  assert (config.recovery_timeout_secs, config.termination_grace_secs,
+          config.chief_timeout_secs) == (40, 7, 60)
+  config = faults.apply_deploy_config_timeouts(tfe.RunConfig(recovery_timeout_secs=99), deploy)
+  assert (config.recovery_timeout_secs, config.termination_grace_secs) == (99, 7)
+
+
 if __name__ == '__main__':
   sys.exit(pytest.main([__file__, '-q']))

@@ -167,6 +167,21 @@ def progress(process):
   return [(int(s), float(l)) for s, l in re.findall(PROGRESS_RE, process.output())]
 
 
+def seconds_between(process, first, second):
+  """Seconds between the first log lines of `process` containing `first` and then `second`."""
+  times = {}
+  for line in process.output().splitlines():
+    for text in (first, second):
+      match = re.match(r'[IWEF]\d{4} (\d\d):(\d\d):(\d\d\.\d+)', line)
+      if text in line and text not in times and match:
+        hours, minutes, seconds = match.groups()
+        times[text] = int(hours) * 3600 + int(minutes) * 60 + float(seconds)
+  if len(times) < 2:
+    raise AssertionError('%s never logged both %r and %r\n%s' % (
+        process.name, first, second, process.output()[-3000:]))
+  return (times[second] - times[first]) % 86400
+
+
 def wait_until(predicate, timeout, group, what, interval=0.3):
   """Polls `predicate()` until true; raises TimeoutError with the logs otherwise."""
   deadline = time.time() + timeout

@@ -2,7 +2,8 @@
 
 * kill -9 a worker of a ps cluster and restart it with the same TF_CONFIG;
 * SIGTERM the chief: checkpoint at the current step, exit 143, resume there;
-* kill -9 the chief: the restart restores the latest complete checkpoint;
+* kill -9 the chief: the restart restores the latest complete checkpoint,
+  also when the kill lands while a checkpoint is being written;
 * a NaN loss stops with `LossTensor is inf or nan` and the step, exit 1,
   and the last good checkpoint stays the latest one.
 
@@ -13,6 +14,7 @@ import os
 import re
 import signal
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -133,6 +135,54 @@ def test_chief_killed_restores_the_latest_complete_checkpoint(tmp_path, data):
     assert os.path.exists(latest + '.index') and os.path.exists(
         latest + '.data-00000-of-00001')
 
+    target = latest_step + 10
+    restarted = _train_to(group, 'chief_restarted', config, train_dir, target)
+  assert _restored_step(restarted) == latest_step
+  assert _restores_completely(train_dir) == target
+
+
+def _half_written(name):
+  return name.startswith('model.ckpt-') and ('_temp' in name or '.tempstate' in name)
+
+
+def _kill_while_writing_a_checkpoint(process, train_dir, timeout):
+  """SIGKILLs `process` the moment a checkpoint is being written; returns the half-written
+  entries left in train_dir (empty when the write finished before the kill landed)."""
+  deadline = time.time() + timeout
+  while time.time() < deadline and process.poll() is None:
+    # The saver writes `model.ckpt-N.data-*.tempstate*` (sharded: `model.ckpt-N_temp/`)
+    # and renames it when complete.
+    if any(_half_written(name) for name in os.listdir(train_dir)):
+      os.killpg(process.pid, signal.SIGKILL)
+      process.popen.wait(timeout=30)
+      return [name for name in os.listdir(train_dir) if _half_written(name)]
+  raise AssertionError('no checkpoint write seen within %ss\n%s' % (timeout, process.output()))
+
+
+def test_chief_killed_while_writing_a_checkpoint_restarts_from_the_previous_one(tmp_path,
+                                                                             data):
+  # Issue 12 B7. The write takes milliseconds; a few tries land one inside it.
+  train_dir = str(tmp_path / 'train')
+  config = lib.write_pipeline_config(str(tmp_path), data, num_steps=100000,
+                                     save_interval_secs=1, log_every_n_steps=5)
+  with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
+    for attempt in range(8):
+      chief = group.start('chief%d' % attempt, None, module=lib.MODULE,
+                          args=lib.train_args(config, train_dir))
+      lib.wait_until(lambda: max(lib.checkpoint_steps(train_dir) or [0]) > 0, _EXIT_SECS,
+                     group, 'a checkpoint past step 0')
+      half_written = _kill_while_writing_a_checkpoint(chief, train_dir, _EXIT_SECS)
+      if half_written:
+        break
+    assert half_written, 'no kill landed inside a checkpoint write in 8 tries'
+    latest = tf.train.latest_checkpoint(train_dir)
+    latest_step = int(latest.rsplit('-', 1)[1])
+    assert latest_step > 0
+    # The state file names a complete checkpoint: the previous step, or the same
+    # step written before (a restarted chief saves its restored step again; the
+    # rename of the new files is what makes a write complete).
+    assert os.path.exists(latest + '.index'), os.listdir(train_dir)
+    assert os.path.exists(latest + '.data-00000-of-00001'), os.listdir(train_dir)
     target = latest_step + 10
     restarted = _train_to(group, 'chief_restarted', config, train_dir, target)
   assert _restored_step(restarted) == latest_step

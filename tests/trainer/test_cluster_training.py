@@ -101,16 +101,27 @@ def test_async_two_workers_converge_like_single_process(tmp_path, data):
   assert lib.latest_checkpoint_step(single_dir) == 100
   assert 100 <= lib.latest_checkpoint_step(cluster_dir) <= 101
   for name in ('worker0', 'worker1'):
-    assert max(s for s, _ in lib.progress(tasks[name])) <= 101, tasks[name].output()[-2000:]
+    # A worker that starts late may log no progress at all: the other trained.
+    last_step = max((s for s, _ in lib.progress(tasks[name])), default=0)
+    assert last_step <= 101, tasks[name].output()[-2000:]
+    # Issue 18 item 5: no silent pause at the end. Correct runs take 0.1-5 s
+    # from the last step to telling the ps (closing the session: TF waits for
+    # its ps tasks); the close gives up after termination_grace_secs=25.
+    pause = lib.seconds_between(tasks[name], 'training finished at global step',
+                                'finished training')
+    assert pause < 25 + 10, (pause, tasks[name].output()[-3000:])
 
   def final_loss(processes):
+    # The median: one hard batch among the last steps (async workers read
+    # parameters at different moments) moves a mean of a few losses tenfold.
     losses = sorted(p for process in processes for p in lib.progress(process))
-    return np.mean([loss for _, loss in losses[-6:]]), losses[0][1]
+    return np.median([loss for _, loss in losses[-10:]]), losses[0][1]
   single_loss, single_first = final_loss([single])
   cluster_loss, _ = final_loss([tasks['worker0'], tasks['worker1']])
-  # Chance level is ln(2) ~ 0.69. Correct runs end (mean of the last 6 logged
-  # losses) at 0.0002-0.0015 for both the single process and the async pair
-  # (3 runs on a loaded 2-core machine, 2026-11-23); the bounds keep ~7x margin.
+  # Chance level is ln(2) ~ 0.69. Correct runs end (last logged losses) at
+  # 0.0002-0.0015 for both the single process and the async pair (3 runs on a
+  # loaded 2-core machine, 2026-11-23); once the async pair's mean of the last 6
+  # was 0.0099 in a correct run (2026-11-25), hence the median of 10.
   assert single_loss < 0.01 and cluster_loss < 0.01, (single_loss, cluster_loss)
   assert abs(single_loss - cluster_loss) < 0.005, (single_loss, cluster_loss, single_first)
 

@@ -2,7 +2,8 @@
 
 `tf.estimator.X` ports as `tfe.X` (Estimator, EstimatorSpec, ModeKeys,
 RunConfig, WarmStartSettings, export.*, TrainSpec, EvalSpec,
-train_and_evaluate, exporters, experimental early-stopping hooks). Start with
+train_and_evaluate, exporters, experimental early-stopping hooks, the canned
+Estimators). Start with
 `estimator.py`, then `training.py` for `train_and_evaluate`.
 
 Map:
@@ -16,6 +17,12 @@ Map:
 * Exporting: `export/` (serving receivers and export outputs, `tfe.export`),
   `saved_model.py` (an Estimator's SavedModel: MetaGraphs and signatures),
   `exporter.py` (`FinalExporter`, `LatestExporter`, `BestExporter`).
+* Canned Estimators: `canned/` (`head.py`: losses, metrics, predictions and
+  signatures from logits; `optimizers.py`: the `optimizer` argument;
+  `linear.py`: `LinearClassifier`, `LinearRegressor`; `baseline.py`:
+  `BaselineClassifier`, `BaselineRegressor`; `dnn.py`: `DNNClassifier`,
+  `DNNRegressor`; `dnn_linear_combined.py`: `DNNLinearCombinedClassifier`,
+  `DNNLinearCombinedRegressor`; `partitioning.py`: splitting tables over ps tasks).
 * Training and evaluating together: `training.py` (`TrainSpec`, `EvalSpec`,
   `train_and_evaluate`), `early_stopping.py` and `experimental.py` (the stop
   hooks).
@@ -35,6 +42,16 @@ from trainer.estimator.model_fn import ModeKeys  # noqa: F401
 from trainer.estimator.replicate import TowerOptimizer  # noqa: F401
 from trainer.estimator.run_config import RunConfig  # noqa: F401
 from trainer.estimator.warm_starting import WarmStartSettings  # noqa: F401
+
+# Canned Estimators (canned/).
+from trainer.estimator.canned.baseline import BaselineClassifier  # noqa: E402,F401
+from trainer.estimator.canned.baseline import BaselineRegressor  # noqa: E402,F401
+from trainer.estimator.canned.linear import LinearClassifier  # noqa: E402,F401
+from trainer.estimator.canned.linear import LinearRegressor  # noqa: E402,F401
+from trainer.estimator.canned.dnn import DNNClassifier  # noqa: E402,F401
+from trainer.estimator.canned.dnn import DNNRegressor  # noqa: E402,F401
+from trainer.estimator.canned.dnn_linear_combined import (  # noqa: E402,F401
+    DNNLinearCombinedClassifier, DNNLinearCombinedRegressor)
 
 # train_and_evaluate, exporters and early stopping (training.py, exporter.py, experimental.py).
 from trainer.estimator import experimental  # noqa: E402,F401

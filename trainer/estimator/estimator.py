@@ -37,6 +37,7 @@ import tensorflow as tf
 from absl import logging
 
 from core import paths
+from trainer.estimator import faults
 from trainer.estimator import model_fn as model_fn_lib
 from trainer.estimator import replicate
 from trainer.estimator import run_config as run_config_lib
@@ -377,19 +378,11 @@ class Estimator(object):
         worker_hooks.append(tf.compat.v1.train.StepCounterHook(
             every_n_steps=log_step_count_steps, output_dir=self._model_dir))
       save_summary_steps = log_step_count_steps = None
-    loss = None
-    any_step_done = False
-    with tf.compat.v1.train.MonitoredTrainingSession(
-        master=self._config.master, is_chief=self._config.is_chief,
-        checkpoint_dir=self._model_dir, scaffold=spec.scaffold, hooks=worker_hooks,
-        chief_only_hooks=tuple(chief_hooks) + tuple(spec.training_chief_hooks),
-        save_checkpoint_secs=0, save_summaries_steps=save_summary_steps,
-        config=self._session_config, max_wait_secs=self._config.session_creation_timeout_secs,
-        log_step_count_steps=log_step_count_steps,
-        save_graph_def=self._config.checkpoint_save_graph_def) as mon_sess:
-      while not mon_sess.should_stop():
-        _, loss = mon_sess.run([spec.train_op, spec.loss])
-        any_step_done = True
+    # A ps cluster survives a lost ps and stops with a checkpoint on SIGTERM (faults.py).
+    loss, any_step_done = faults.run_training(
+        self._config, self._model_dir, spec, worker_hooks,
+        tuple(chief_hooks) + tuple(spec.training_chief_hooks), save_summary_steps,
+        log_step_count_steps)
     if not any_step_done:
       logging.warning('Training with estimator made no steps. Perhaps input is empty or '
                       'misspecified.')

@@ -31,6 +31,11 @@ export call the model_fn once, as usual):
    gradient of the mean loss over the global batch, so N clones train like
    one clone on the whole batch) and applied once with clone 0's optimizer
    via `model_deploy.apply_gradients`, incrementing the global step once.
+   A model_fn that trains with several optimizers (DNNLinearCombined: one
+   for the DNN, one for the linear part) records one entry per
+   `apply_gradients` call; the k-th entries of all clones are averaged per
+   variable and applied with clone 0's k-th optimizer, and the global step
+   is incremented once after all of them.
    Update ops (batch-norm statistics) of clone 0 run with it, like
    model_deploy's `deploy()`; update ops the model_fn put in control
    dependencies of its own `minimize` run for every clone.
@@ -234,18 +239,20 @@ def build_clones(estimator, features, labels, deploy_config):
           'TowerOptimizer.apply_gradients/minimize in clone %d, so the clones\' gradients '
           'cannot be combined. Wrap the model_fn\'s optimizer: '
           'tfe.TowerOptimizer(optimizer).minimize(loss, global_step).' % (num_clones, index))
+    if records and len(record) != len(records[0]):
+      raise ValueError(
+          'Estimator with num_clones=%d: clone %d applied gradients %d times but clone 0 '
+          '%d times; every clone must call its optimizers the same way.' % (
+              num_clones, index, len(record), len(records[0])))
     specs.append(spec)
-    records.append(record[-1])
+    records.append(list(record))
     return spec
 
   clones = model_deploy.create_clones(deploy_config, clone_fn)
-  optimizer = records[0][0]
   global_step = tf.compat.v1.train.get_global_step()
   update_ops = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS, clones[0].scope)
   with tf.compat.v1.device(deploy_config.optimizer_device()):
-    grads_and_vars = _average_gradients([r[1] for r in records], num_clones)
-    apply_op = model_deploy.apply_gradients(clones, optimizer, grads_and_vars,
-                                            global_step=global_step)
+    apply_op = _apply_recorded(clones, records, num_clones, global_step)
     total_loss = tf.math.add_n([s.loss for s in specs]) / float(num_clones)
     train_op = tf.group(apply_op, *update_ops, name='train_op')
   _drop_summaries_of_other_clones(clones)
@@ -254,6 +261,34 @@ def build_clones(estimator, features, labels, deploy_config):
       model_fn_lib.ModeKeys.TRAIN, predictions=first.predictions, loss=total_loss,
       train_op=train_op, training_chief_hooks=first.training_chief_hooks,
       training_hooks=first.training_hooks, scaffold=first.scaffold)
+
+
+def _apply_recorded(clones, records, num_clones, global_step):
+  """Applies every optimizer the clones recorded; increments `global_step` once.
+
+  Args:
+    clones: the list returned by `model_deploy.create_clones`.
+    records: one list per clone of (optimizer, grads_and_vars, global_step)
+      entries, all lists of the same length (one entry per `apply_gradients`).
+    num_clones: number of clones.
+    global_step: the global step variable (or None).
+
+  Returns:
+    The op that applies all updates.
+  """
+  from deployment import model_deploy  # Heavy (tf_slim); only multi-clone needs it.
+  if len(records[0]) == 1:
+    grads_and_vars = _average_gradients([r[0][1] for r in records], num_clones)
+    return model_deploy.apply_gradients(clones, records[0][0][0], grads_and_vars,
+                                        global_step=global_step)
+  applies = []
+  for k, (optimizer, _, _) in enumerate(records[0]):
+    grads_and_vars = _average_gradients([r[k][1] for r in records], num_clones)
+    applies.append(model_deploy.apply_gradients(clones, optimizer, grads_and_vars))
+  if global_step is None:
+    return tf.group(*applies)
+  with tf.control_dependencies(applies), tf.compat.v1.colocate_with(global_step):
+    return tf.compat.v1.assign_add(global_step, 1).op
 
 
 def _drop_summaries_of_other_clones(clones):

@@ -23,6 +23,27 @@ slimtrain extension, for several GPUs in one process (what
 `clone_on_cpu`) or a full `deployment.model_deploy.DeploymentConfig` as
 `deployment_config` makes `Estimator.train` run N clones of the model_fn via
 model_deploy; see trainer/estimator/replicate.py.
+
+Differs on purpose from tf.estimator 2.15 (additions only; every name and
+default of tf.estimator's RunConfig is kept):
+
+* `num_clones`, `clone_on_cpu`, `deployment_config` (above);
+* `recovery_timeout_secs` (default 300): a chief or worker of a cluster with
+  ps tasks that lost a ps rebuilds its session; past this many seconds
+  without a new session it exits 129 (retryable) naming the lost ps.
+  tf.estimator retried forever;
+* `termination_grace_secs` (default 25): after SIGTERM the chief writes a
+  checkpoint at the step reached and every task of such a cluster exits 143;
+  a ps keeps serving until the chief's checkpoint is written, at most this
+  long, and no task takes longer than this to exit. tf.estimator's tasks died
+  mid-step. Keep it below the scheduler's grace period (Kubernetes: 30 s);
+* `chief_timeout_secs` (default 300): a worker or ps of such a cluster whose
+  chief's port stays closed this long exits 129 (a worker would otherwise
+  train on with nobody left to save its work, as tf.estimator's did).
+
+All three mean what `deploy_config`'s fields of the same names mean for
+`python -m trainer.train`; see trainer/estimator/faults.py and
+docs/fault_tolerance.md.
 """
 
 import copy
@@ -50,7 +71,16 @@ _DEFAULT_REPLACEABLE_LIST = [
     'checkpoint_save_graph_def',
     # slimtrain's multi-clone extension.
     'num_clones', 'clone_on_cpu', 'deployment_config',
+    # slimtrain's cluster fault settings.
+    'recovery_timeout_secs', 'termination_grace_secs', 'chief_timeout_secs',
 ]
+_DEFAULT_RECOVERY_TIMEOUT_SECS = 300
+_DEFAULT_TERMINATION_GRACE_SECS = 25
+_DEFAULT_CHIEF_TIMEOUT_SECS = 300
+# The cluster fault settings, which share their names with deploy_config's, and defaults.
+FAULT_TIMEOUT_DEFAULTS = {'recovery_timeout_secs': _DEFAULT_RECOVERY_TIMEOUT_SECS,
+                          'termination_grace_secs': _DEFAULT_TERMINATION_GRACE_SECS,
+                          'chief_timeout_secs': _DEFAULT_CHIEF_TIMEOUT_SECS}
 
 
 class TaskType(object):
@@ -101,6 +131,12 @@ def _validate_properties(config):
         'protocol should be grpc or grpc+verbs')
   check('num_clones', lambda n: isinstance(n, int) and n >= 1,
         'num_clones must be an integer >= 1, got {}'.format(config._num_clones))
+  for name in FAULT_TIMEOUT_DEFAULTS:
+    # No None: every wait of a cluster task is bounded.
+    value = getattr(config, '_' + name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+      raise ValueError('RunConfig.{} must be a positive number of seconds, got {!r}'.format(
+          name, value))
   _validate_device_fn(config._device_fn)
   if config._train_distribute is not None or config._eval_distribute is not None:
     raise ValueError('train_distribute/eval_distribute (tf.distribute strategies) are not '
@@ -183,7 +219,10 @@ class RunConfig(object):
                checkpoint_save_graph_def=True,
                num_clones=1,
                clone_on_cpu=False,
-               deployment_config=None):
+               deployment_config=None,
+               recovery_timeout_secs=_DEFAULT_RECOVERY_TIMEOUT_SECS,
+               termination_grace_secs=_DEFAULT_TERMINATION_GRACE_SECS,
+               chief_timeout_secs=_DEFAULT_CHIEF_TIMEOUT_SECS):
     """Constructs a RunConfig; see the module docstring.
 
     Args:
@@ -210,6 +249,13 @@ class RunConfig(object):
       clone_on_cpu: place the clones on the CPU (slimtrain).
       deployment_config: a `model_deploy.DeploymentConfig` used instead of
         num_clones/clone_on_cpu (slimtrain).
+      recovery_timeout_secs: a training task of a ps cluster that lost a ps
+        exits 129 when it has no new session after this long (slimtrain).
+      termination_grace_secs: after SIGTERM, the longest a task of a ps
+        cluster takes to exit, and how long a ps serves for the chief's
+        final checkpoint (slimtrain).
+      chief_timeout_secs: a worker or ps of a ps cluster exits 129 when the
+        chief's port stays closed this long (slimtrain).
 
     Raises:
       ValueError: on invalid values or a malformed TF_CONFIG.
@@ -253,6 +299,9 @@ class RunConfig(object):
     self._num_clones = num_clones
     self._clone_on_cpu = clone_on_cpu
     self._deployment_config = deployment_config
+    self._recovery_timeout_secs = recovery_timeout_secs
+    self._termination_grace_secs = termination_grace_secs
+    self._chief_timeout_secs = chief_timeout_secs
     _validate_properties(self)
     self._init_cluster(tf_config)
 
@@ -375,6 +424,21 @@ class RunConfig(object):
   @property
   def clone_on_cpu(self):
     return self._clone_on_cpu
+
+  @property
+  def recovery_timeout_secs(self):
+    """Seconds a training task may take to rebuild its session after a lost ps (slimtrain)."""
+    return self._recovery_timeout_secs
+
+  @property
+  def termination_grace_secs(self):
+    """Seconds from SIGTERM to the exit of a task of a ps cluster (slimtrain)."""
+    return self._termination_grace_secs
+
+  @property
+  def chief_timeout_secs(self):
+    """Seconds a worker or ps of a ps cluster waits for a lost chief (slimtrain)."""
+    return self._chief_timeout_secs
 
   @property
   def deployment_config(self):

@@ -24,6 +24,19 @@ The same call works on a laptop and on a cluster; TF_CONFIG (read by
   finished (or the workers' grace period after the chief ran out), then
   returns (tf.estimator's ps ran `server.join()` forever). The done signal is
   `deployment.cluster_runtime`'s, the same as `python -m trainer.train`'s.
+* faults of a cluster with ps tasks (trainer/estimator/faults.py): a ps
+  killed and restarted makes the chief and the workers rebuild their
+  session (the chief restores the latest checkpoint), bounded by
+  `RunConfig.recovery_timeout_secs` (then `SystemExit` 129); after SIGTERM
+  the chief checkpoints the step reached and every task, ps included, raises
+  `faults.TrainingPreempted` (a `SystemExit` with code 143) within
+  `RunConfig.termination_grace_secs`; a ps whose chief is lost raises
+  `faults.TaskFailed` (129); a ps cut off by the network
+  (`recovery_timeout_secs` without a finished step) or a lost chief
+  (`RunConfig.chief_timeout_secs`, workers) ends a task with 129 too.
+* a chief, worker or ps started when model_dir already holds a checkpoint
+  at `max_steps` or beyond (a task restarted after its job finished) returns
+  at once instead of waiting for peers that have exited.
 * `evaluator` (outside the cluster, reading model_dir): after
   `start_delay_secs`, evaluates each new checkpoint at most every
   `throttle_secs` and returns after the final one (global step >= max_steps,
@@ -34,6 +47,7 @@ Exports go to `model_dir/export/<exporter name>/<timestamp>/`.
 """
 
 import collections
+import contextlib
 import time
 
 from absl import logging
@@ -47,6 +61,7 @@ from deployment import cluster_runtime
 from trainer.estimator import early_stopping
 from trainer.estimator import estimator as estimator_lib
 from trainer.estimator import exporter as exporter_lib
+from trainer.estimator import faults
 from trainer.estimator import util
 
 _MISSING_CHECKPOINT_WARNING_SECS = 600
@@ -332,6 +347,10 @@ class _EvaluateOnSaveListener(tf.compat.v1.train.CheckpointSaverListener):
 
   def end(self, session, global_step_value):
     del session
+    if faults.sigterm_heard():
+      logging.warning('SIGTERM: step %d is not the end of training; no final evaluation '
+                      'or export', global_step_value)
+      return
     _evaluate_final(self._evaluator, global_step_value)
 
 
@@ -432,19 +451,47 @@ class _TrainingExecutor(object):
     if server is not None and cluster.num_ps_tasks:
       cluster_runtime.signal_training_done(server.target, cluster)
 
+  @contextlib.contextmanager
+  def _telling_ps_of_preemption(self, server):
+    """A task stopped by SIGTERM tells the ps tasks so before `TrainingPreempted` goes on."""
+    try:
+      yield
+    except faults.TrainingPreempted as e:
+      logging.warning('%s', e)
+      faults.signal_preempted(server, self._config)
+      raise
+
+  def _already_finished(self):
+    """Whether model_dir holds the end of training (its peers have exited then)."""
+    max_steps = self._train_spec.max_steps
+    step = checkpoints.finished_step(self._estimator.model_dir, max_steps)
+    if step is None:
+      return False
+    logging.info('training already finished: %s holds a checkpoint at global step %d >= '
+                 'TrainSpec.max_steps=%d; %s task %d has nothing to do',
+                 self._estimator.model_dir, step, max_steps, self._config.task_type,
+                 self._config.task_id)
+    return True
+
   def run_chief(self):
+    if self._already_finished():
+      return None, []
     server = self._start_server()
-    self._train(self._train_spec.saving_listeners)
+    with self._telling_ps_of_preemption(server):
+      self._train(self._train_spec.saving_listeners)
     self._finish_chief(server)
     return None, []
 
   def run_master(self):
     server = self._start_server()
-    result = self._train_and_evaluate_in_process()
+    with self._telling_ps_of_preemption(server):
+      result = self._train_and_evaluate_in_process()
     self._finish_chief(server)
     return result
 
   def run_worker(self):
+    if self._already_finished():
+      return None, []
     server = self._start_server()
     task_id = self._config.task_id
     max_delay = getattr(self._config, 'experimental_max_worker_delay_secs', None)
@@ -453,18 +500,22 @@ class _TrainingExecutor(object):
     if delay > 0:
       logging.info('Waiting %d secs before starting training.', delay)
       time.sleep(delay)
-    self._train()
+    with self._telling_ps_of_preemption(server):
+      self._train()
     if server is not None:
       # The ps tasks exit once the chief and every worker said they are done.
       cluster_runtime.signal_training_done(server.target, self._cluster())
     return None, []
 
   def run_ps(self):
+    if self._already_finished():
+      return None, []
     server = self._start_server()
     if server is None:
       raise ValueError('A ps task needs a cluster with more than one task; got {}'.format(
           self._config.cluster_spec.as_dict()))
-    cluster_runtime.serve_until_training_done(server, self._cluster())
+    # Raises TrainingPreempted (143) after SIGTERM, TaskFailed (129) for a lost chief.
+    faults.serve_ps(server, self._config)
     return None, []
 
   def run_evaluator(self):

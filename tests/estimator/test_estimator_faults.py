@@ -1,0 +1,349 @@
+"""Faults a `tfe.train_and_evaluate` ps cluster must survive (issue 12, Estimator path).
+
+Each test starts chief, worker and ps as real processes on loopback ports
+(tests/estimator/fault_task_main.py, each with its own TF_CONFIG), injects one
+fault and checks exit codes (deployment/exit_codes.py), logs and checkpoints:
+
+* the ps is killed -9 and restarted on its address: chief and worker rebuild
+  their sessions (the chief restores the latest checkpoint), log the lost ps
+  and train to max_steps; every task exits 0; a worker and a ps started
+  after that see the finished job in model_dir and exit 0 at once;
+* the ps is killed for good: chief and worker exit 129 within
+  `RunConfig.recovery_timeout_secs`, naming the ps; also when it is lost
+  after the last step (in a hook's `end()`);
+* the ps is cut off by the network (each task in its own network namespace,
+  tests/netns_fixture.py): chief and worker exit 129 when no step finished
+  for `recovery_timeout_secs`, naming the unreachable ps;
+* the chief is killed: worker and ps exit 129 within
+  `RunConfig.chief_timeout_secs`;
+* the whole job gets SIGTERM at once: the chief checkpoints the step it
+  reached, every task exits 143, and the restarted job resumes there; the
+  same with `python -m trainer.model_main`, which takes the two timeouts
+  from the pipeline's deploy_config; a master (which evaluates in process)
+  does not evaluate or export the preemption checkpoint as the final one.
+
+Run them alone with `pytest -m cluster tests/estimator/test_estimator_faults.py`.
+"""
+
+import os
+import re
+import signal
+import sys
+import time
+
+import pytest
+import tensorflow as tf
+
+from deployment import exit_codes
+from tests import cluster_util
+from tests.trainer import cluster_testlib as lib
+
+pytestmark = [pytest.mark.cluster]
+
+_MODULE = 'tests.estimator.fault_task_main'
+# Generous: the machine running the suite may be busy.
+_START_SECS = 60
+_EXIT_SECS = 90
+# Beyond a timeout under test: time for a loaded machine to act on it.
+_MARGIN_SECS = 30
+# One LoggingTensorHook line of the chief (log_step_count_steps=1): the step just run.
+_STEP_RE = r'loss = [0-9.naif]+, step = (\d+)'
+
+
+def _start(group, cluster, job, index, model_dir, name=None, extra=()):
+  """Starts one task of `cluster` running the fault task main."""
+  return group.start(name or '%s%d' % (job, index), cluster_util.tf_config(cluster, job, index),
+                     module=_MODULE, args=['--model_dir=%s' % model_dir] + list(extra))
+
+
+def _start_job(group, model_dir, suffix='', extra=()):
+  """Starts ps, chief and worker of a fresh loopback cluster; returns (cluster, {name: task})."""
+  cluster = cluster_util.local_cluster(num_workers=1, num_ps=1, chief=True)
+  tasks = {}
+  for job in ('ps', 'chief', 'worker'):
+    name = '%s0%s' % (job, suffix)
+    tasks[name] = _start(group, cluster, job, 0, model_dir, name=name, extra=extra)
+  return cluster, tasks
+
+
+def _steps(process):
+  """Global steps of the chief's step log lines, in order."""
+  return [int(s) for s in re.findall(_STEP_RE, process.output())]
+
+
+def _wait_for_step(group, process, step, timeout):
+  """Waits until `process` logged global step >= `step`; returns the last step logged."""
+  def reached():
+    if process.poll() is not None:
+      raise RuntimeError('%s exited with %s before step %d\n%s' % (
+          process.name, process.poll(), step, group.logs()))
+    steps = _steps(process)
+    return steps[-1] if steps and steps[-1] >= step else None
+  return lib.wait_until(reached, timeout, group, '%s reaching step %d' % (process.name, step))
+
+
+def _checkpoint_step(model_dir):
+  """The global step in the checkpoint the state file names (None without one)."""
+  path = tf.train.latest_checkpoint(model_dir)
+  return None if path is None else int(tf.train.load_variable(path, 'global_step'))
+
+
+def _restored_steps(process):
+  """Steps of the checkpoints a chief restored, in order."""
+  return [int(s) for s in re.findall(r'Restoring parameters from \S*model\.ckpt-(\d+)',
+                                     process.output())]
+
+
+def test_ps_killed_and_restarted_training_reaches_max_steps(tmp_path):
+  model_dir = str(tmp_path / 'model')
+  max_steps = 1200
+  with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
+    cluster, tasks = _start_job(group, model_dir, extra=['--max_steps=%d' % max_steps,
+                                                         '--recovery_timeout_secs=60'])
+    chief = tasks['chief0']
+    lib.wait_until(lambda: (_checkpoint_step(model_dir) or 0) >= 100, _START_SECS, group,
+                   'a checkpoint at step >= 100')
+    _wait_for_step(group, tasks['worker0'], 1, timeout=_START_SECS)
+    os.killpg(tasks['ps0'].pid, signal.SIGKILL)
+    group.wait(tasks['ps0'], timeout=30)
+    restarted = _start(group, cluster, 'ps', 0, model_dir, name='ps0_restarted',
+                       extra=['--max_steps=%d' % max_steps])
+    remaining = {'chief0': chief, 'worker0': tasks['worker0'], 'ps0_restarted': restarted}
+    codes = lib.wait_all(group, remaining, timeout=_EXIT_SECS)
+    assert set(codes.values()) == {0}, (codes, group.logs())
+    for name in ('chief0', 'worker0'):
+      assert re.search(r'lost /job:ps/task:0 at global step \d+ \(\w+Error',
+                       remaining[name].output()), (name, group.logs())
+    match = re.search(r'recovered from a lost peer: restored global step (\d+)',
+                      chief.output())
+    assert match, group.logs()
+    restored = int(match.group(1))
+    # The chief restored the latest checkpoint into the fresh ps.
+    assert _restored_steps(chief)[-1] >= 100
+    assert 0 <= restored - _restored_steps(chief)[-1] <= 3, (restored, _restored_steps(chief))
+    assert 'every worker finished; exiting' in restarted.output(), group.logs()
+    assert 'Traceback' not in chief.output() + tasks['worker0'].output(), group.logs()
+    # Async: the worker may finish the step it was running.
+    assert max_steps <= _checkpoint_step(model_dir) <= max_steps + 2
+
+    # A worker and a ps restarted after the job finished see it in model_dir.
+    late = {name: _start(group, cluster, job, 0, model_dir, name=name,
+                         extra=['--max_steps=%d' % max_steps])
+            for job, name in (('worker', 'worker0_late'), ('ps', 'ps0_late'))}
+    started = time.time()
+    codes = lib.wait_all(group, late, timeout=_EXIT_SECS)
+    assert set(codes.values()) == {0}, (codes, group.logs())
+    assert time.time() - started < 45, group.logs()  # Start-up only: no wait for peers.
+    for task in late.values():
+      assert re.search(r'training already finished: \S+ holds a checkpoint at global step '
+                       r'\d+ >= TrainSpec\.max_steps=%d' % max_steps, task.output()), (
+                           group.logs())
+
+
+def test_ps_lost_for_good_chief_and_worker_exit_retryable_naming_it(tmp_path):
+  model_dir = str(tmp_path / 'model')
+  recovery_timeout = 15
+  with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
+    _, tasks = _start_job(group, model_dir, extra=[
+        '--max_steps=100000', '--recovery_timeout_secs=%d' % recovery_timeout])
+    _wait_for_step(group, tasks['chief0'], 50, timeout=_START_SECS)
+    _wait_for_step(group, tasks['worker0'], 1, timeout=_START_SECS)
+    os.killpg(tasks['ps0'].pid, signal.SIGKILL)
+    group.wait(tasks['ps0'], timeout=30)
+    killed_at = time.time()
+    training = {n: tasks[n] for n in ('chief0', 'worker0')}
+    codes = lib.wait_all(group, training, timeout=recovery_timeout + _MARGIN_SECS)
+    assert codes == {'chief0': exit_codes.RETRYABLE, 'worker0': exit_codes.RETRYABLE}, (
+        codes, group.logs())
+    assert time.time() - killed_at <= recovery_timeout + _MARGIN_SECS
+    assert re.search(r'lost /job:ps/task:0 and could not rebuild the session within '
+                     r'RunConfig\.recovery_timeout_secs=15 \(unreachable: /job:ps/task:0',
+                     tasks['chief0'].output()), group.logs()
+    # The worker names the ps too: by its own deadline, or at once when the chief is gone.
+    assert re.search(r'lost /job:ps/task:0 and (could not rebuild|the chief)',
+                     tasks['worker0'].output()), group.logs()
+
+
+def test_ps_lost_after_the_last_step_chief_and_worker_exit_retryable_naming_it(tmp_path):
+  # MonitoredSession recovers inside steps only: a ps lost when training has
+  # ended (a hook's end(), the final checkpoint, the close) must still end in a
+  # retryable exit that names it, not in a traceback and exit 1.
+  model_dir = str(tmp_path / 'model')
+  go = tmp_path / 'ps_killed'
+  with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
+    # Enough steps that the worker (which starts 5 s late) trains before the end.
+    _, tasks = _start_job(group, model_dir, extra=[
+        '--max_steps=400', '--end_hook_waits_for=%s' % go])
+    training = {n: tasks[n] for n in ('chief0', 'worker0')}
+    lib.wait_until(lambda: all('END HOOK WAITING' in t.output() for t in training.values()),
+                   _START_SECS + _EXIT_SECS, group, 'both training tasks ending')
+    os.killpg(tasks['ps0'].pid, signal.SIGKILL)
+    group.wait(tasks['ps0'], timeout=30)
+    go.write_text('')
+    codes = lib.wait_all(group, training, timeout=_EXIT_SECS)
+    assert codes == {'chief0': exit_codes.RETRYABLE, 'worker0': exit_codes.RETRYABLE}, (
+        codes, group.logs())
+    for name, task in training.items():
+      assert re.search(r'lost /job:ps/task:0 at global step \d+ after the last training step',
+                       task.output()), (name, group.logs())
+      assert 'Traceback' not in task.output(), (name, group.logs())
+
+
+def test_chief_killed_worker_and_ps_exit_retryable_within_the_chief_timeout(tmp_path):
+  model_dir = str(tmp_path / 'model')
+  chief_timeout = 10
+  with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
+    _, tasks = _start_job(group, model_dir, extra=[
+        '--max_steps=100000', '--chief_timeout_secs=%d' % chief_timeout])
+    _wait_for_step(group, tasks['chief0'], 30, timeout=_START_SECS)
+    _wait_for_step(group, tasks['worker0'], 1, timeout=_START_SECS)
+    os.killpg(tasks['chief0'].pid, signal.SIGKILL)
+    killed_at = time.time()
+    others = {n: tasks[n] for n in ('worker0', 'ps0')}
+    codes = lib.wait_all(group, others, timeout=chief_timeout + _MARGIN_SECS)
+    assert codes == {'worker0': exit_codes.RETRYABLE, 'ps0': exit_codes.RETRYABLE}, (
+        codes, group.logs())
+    assert time.time() - killed_at <= chief_timeout + _MARGIN_SECS
+    # The worker stopped training instead of going on with nobody to save its work.
+    assert re.search(r'worker task 0: chief /job:chief/task:0/device:CPU:0 unreachable for '
+                     r'\d+ s \(limit 10 s, RunConfig\.chief_timeout_secs\); exiting',
+                     tasks['worker0'].output()), group.logs()
+    # The ps names the Estimator's setting, not the pipeline's.
+    assert 'RunConfig.chief_timeout_secs' in tasks['ps0'].output(), group.logs()
+    assert 'deploy_config' not in tasks['ps0'].output(), group.logs()
+
+
+def test_ps_partitioned_training_tasks_exit_retryable_naming_it(tmp_path, netns_network):
+  model_dir = str(tmp_path / 'model')
+  recovery_timeout = 15
+  network = netns_network(['chief0', 'worker0', 'ps0'], time_limit_secs=4 * 60)
+  cluster = cluster_util.netns_cluster(network)
+  with cluster_util.ProcessGroup(str(tmp_path / 'logs'), network=network) as group:
+    tasks = {name: _start(group, cluster, name[:-1], 0, model_dir, name=name, extra=[
+        '--max_steps=100000', '--recovery_timeout_secs=%d' % recovery_timeout,
+        '--chief_timeout_secs=20']) for name in ('ps0', 'chief0', 'worker0')}
+    _wait_for_step(group, tasks['chief0'], 30, timeout=_START_SECS)
+    _wait_for_step(group, tasks['worker0'], 1, timeout=_START_SECS)
+    network.partition('ps0')
+    cut_at = time.time()
+    training = {n: tasks[n] for n in ('chief0', 'worker0')}
+    codes = lib.wait_all(group, training, timeout=recovery_timeout + _MARGIN_SECS)
+    assert codes == {'chief0': exit_codes.RETRYABLE, 'worker0': exit_codes.RETRYABLE}, (
+        codes, group.logs())
+    assert time.time() - cut_at <= recovery_timeout + _MARGIN_SECS
+    for task in training.values():
+      assert re.search(r'no training step finished for 15 s since global step \d+; '
+                       r'unreachable: /job:ps/task:0 \(%s\).*RunConfig\.recovery_timeout_secs'
+                       r'=15, exiting retryable' % re.escape(cluster['ps'][0]),
+                       task.output()), group.logs()
+    # Cut off, the ps loses its chief.
+    codes = lib.wait_all(group, {'ps0': tasks['ps0']}, timeout=20 + _MARGIN_SECS)
+    assert codes == {'ps0': exit_codes.RETRYABLE}, (codes, group.logs())
+
+
+def test_whole_job_sigterm_checkpoints_the_step_reached_and_restart_resumes(tmp_path):
+  model_dir = str(tmp_path / 'model')
+  grace = 20
+  with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
+    _, tasks = _start_job(group, model_dir, extra=[
+        '--max_steps=100000', '--termination_grace_secs=%d' % grace])
+    chief = tasks['chief0']
+    _wait_for_step(group, chief, 30, timeout=_START_SECS)
+    _wait_for_step(group, tasks['worker0'], 1, timeout=_START_SECS)
+    for task in tasks.values():  # A pod deletion: every task at once.
+      os.killpg(task.pid, signal.SIGTERM)
+    codes = lib.wait_all(group, tasks, timeout=grace + _MARGIN_SECS)
+    assert codes == {'chief0': 143, 'worker0': 143, 'ps0': 143}, (codes, group.logs())
+    match = re.search(r'SIGTERM: wrote checkpoint \S*model\.ckpt-(\d+)', chief.output())
+    assert match, group.logs()
+    written = int(match.group(1))
+    # The step the chief reached. A step line shows the global step read beside
+    # the train op (before its update, mostly); the worker's step in flight may add one.
+    last_logged = _steps(chief)[-1]
+    assert last_logged <= written <= last_logged + 2, (last_logged, written)
+    latest = _checkpoint_step(model_dir)
+    assert written <= latest <= written + 2, (written, latest)
+    assert 'chief wrote its final checkpoint' in tasks['ps0'].output(), group.logs()
+    assert 'at most RunConfig.termination_grace_secs=%d' % grace in tasks['ps0'].output(), (
+        group.logs())
+
+    target = latest + 20
+    _, resumed = _start_job(group, model_dir, suffix='_restarted',
+                            extra=['--max_steps=%d' % target])
+    codes = lib.wait_all(group, resumed, timeout=_EXIT_SECS)
+    assert set(codes.values()) == {0}, (codes, group.logs())
+    chief = resumed['chief0_restarted']
+  assert _restored_steps(chief)[0] == latest, chief.output()[-3000:]
+  # A step line shows the global step read beside the train op: the first is `latest`.
+  assert _steps(chief)[0] >= latest and min(_steps(chief)) >= latest, _steps(chief)[:5]
+  assert target <= _checkpoint_step(model_dir) <= target + 2
+
+
+def test_master_style_job_sigterm_skips_the_final_evaluation_and_exits_143(tmp_path):
+  # A master evaluates in process; the checkpoint of a preemption is not the final one.
+  model_dir = str(tmp_path / 'model')
+  cluster = cluster_util.local_cluster(num_workers=1, num_ps=1, master=True)
+  with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
+    tasks = {name: _start(group, cluster, job, 0, model_dir, name=name,
+                          extra=['--max_steps=100000', '--termination_grace_secs=20'])
+             for name, job in (('ps0', 'ps'), ('master0', 'master'), ('worker0', 'worker'))}
+    _wait_for_step(group, tasks['master0'], 30, timeout=_START_SECS)
+    _wait_for_step(group, tasks['worker0'], 1, timeout=_START_SECS)
+    for task in tasks.values():
+      os.killpg(task.pid, signal.SIGTERM)
+    codes = lib.wait_all(group, tasks, timeout=20 + _MARGIN_SECS)
+    assert codes == {'master0': 143, 'worker0': 143, 'ps0': 143}, (codes, group.logs())
+    output = tasks['master0'].output()
+    match = re.search(r'SIGTERM: wrote checkpoint \S*model\.ckpt-(\d+)', output)
+    assert match, group.logs()
+    assert re.search(r'SIGTERM: step \d+ is not the end of training; no final evaluation',
+                     output), group.logs()
+    assert 'Starting evaluation' not in output.split('SIGTERM: wrote checkpoint')[1]
+
+
+def _write_ssd_config(directory, deploy_settings):
+  """configs/ssd_shapes.config, tiny, on generated shapes, with `deploy_settings`."""
+  from core import config_util
+  from tools import create_shapes_tf_record
+  data = create_shapes_tf_record.create_shapes_dataset(
+      os.path.join(directory, 'data'), num_train=8, num_val=2, height=64, width=64)
+  overrides = {'train_config.batch_size': 2, 'train_config.num_steps': 100000,
+               'train_input_reader.tf_record_input_reader.input_path': [data['train_pattern']],
+               'train_input_reader.label_map_path': data['label_map_path'],
+               'train_input_reader.num_readers': 1, 'eval_config.batch_size': 1}
+  overrides.update(('deploy_config.' + k, v) for k, v in deploy_settings.items())
+  pipeline = config_util.load_pipeline_config(
+      os.path.join(cluster_util.REPO_ROOT, 'configs', 'ssd_shapes.config'))
+  config_util.apply_overrides(pipeline, overrides=overrides)
+  del pipeline.eval_input_reader[1:]
+  del pipeline.eval_input_reader[0].tf_record_input_reader.input_path[:]
+  pipeline.eval_input_reader[0].tf_record_input_reader.input_path.append(data['val_pattern'])
+  pipeline.eval_input_reader[0].label_map_path = data['label_map_path']
+  pipeline.model.ssd.feature_extractor.depth_multiplier = 0.25
+  return config_util.save_pipeline_config(pipeline, directory)
+
+
+def test_model_main_takes_deploy_config_timeouts_and_exits_143_on_whole_job_sigterm(tmp_path):
+  model_dir = str(tmp_path / 'model')
+  config_path = _write_ssd_config(str(tmp_path), {'termination_grace_secs': 15,
+                                                  'recovery_timeout_secs': 40})
+  cluster = cluster_util.local_cluster(num_workers=1, num_ps=1, chief=True)
+  with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
+    tasks = group.start_cluster(cluster, 'trainer.model_main', args=[
+        '--model_dir=' + model_dir, '--pipeline_config_path=' + config_path])
+    _wait_for_step(group, tasks['chief0'], 5, timeout=_START_SECS)
+    _wait_for_step(group, tasks['worker0'], 1, timeout=_START_SECS)
+    for name in ('ps0', 'chief0', 'worker0'):
+      os.killpg(tasks[name].pid, signal.SIGTERM)
+    codes = lib.wait_all(group, tasks, timeout=15 + _MARGIN_SECS)
+    assert codes == {'chief0': 143, 'worker0': 143, 'ps0': 143}, (codes, group.logs())
+    for name in ('chief0', 'worker0'):
+      assert ('RunConfig.recovery_timeout_secs=40; SIGTERM ends it within '
+              'RunConfig.termination_grace_secs=15') in tasks[name].output(), group.logs()
+    match = re.search(r'SIGTERM: wrote checkpoint \S*model\.ckpt-(\d+)',
+                      tasks['chief0'].output())
+    assert match and int(match.group(1)) >= 5, group.logs()
+
+
+if __name__ == '__main__':
+  sys.exit(pytest.main([__file__, '-q']))
