@@ -135,11 +135,12 @@ class ReplicaMonitor(object):
 
   A replica is missing when it has not delivered gradients for the current
   global step and its heartbeat stopped (dead or cut off; the others may go
-  on without it on leftover tokens), or, when every late replica still
-  beats, while the global step stays put. The monitor logs the missing
-  replicas every `replica_log_interval`; once one has been missing for
-  `timeout_secs` it calls `on_timeout(message, sess)` (which ends the
-  process).
+  on without it on leftover tokens). While the global step stays put with
+  late replicas that all still beat, the silent replicas are missing (one
+  may hold the token a late one waits for), or else the late ones. The
+  monitor logs the missing replicas every `replica_log_interval`; once one
+  has been missing for `timeout_secs` it calls `on_timeout(message, sess)`
+  (which ends the process).
 
   Args:
     progress: the graph's `ReplicaProgress`.
@@ -252,7 +253,10 @@ class ReplicaMonitor(object):
     if gone:
       return gone, min(self._gone_since.values())
     if late and now > self._stalled_since:
-      return late, self._stalled_since
+      # A replica that delivered for this step and then went silent can hold
+      # the token a late, beating replica waits for: it is the one stalling.
+      dead = [name for name in self._progress.replica_names if name in silent]
+      return dead or late, self._stalled_since
     return [], None
 
   def _loop(self, sess):

@@ -401,6 +401,46 @@ def test_replica_monitor_names_only_the_silent_replica_among_the_late_ones():
                                 'global step 1 in ')
 
 
+def test_replica_monitor_names_the_silent_replica_that_took_the_last_token():
+  # CI's case: worker 1 took the token worker 0 waits for, delivered for the
+  # current step and died; worker 0 is the only late replica but still beats.
+  # The step is stuck because of worker 1, so worker 1 is named, not worker 0.
+  graph, global_step, progress, stamps, advance = _replica_graph()
+  messages = []
+  timed_out = threading.Event()
+  alive = threading.Event()
+
+  def on_timeout(message, unused_sess):
+    messages.append(message)
+    timed_out.set()
+
+  with tf.compat.v1.Session(graph=graph) as sess:
+    sess.run(tf.compat.v1.global_variables_initializer())
+    sess.run(list(stamps.values()))   # Everyone delivered for step 0...
+    sess.run(advance)                 # ...step 1: the chief and worker 1 deliver.
+    sess.run([stamps['/job:chief/task:0'], stamps['/job:worker/task:1']])
+    progress.beat(sess, '/job:worker/task:1', 1)  # Its last beat before dying.
+
+    def worker0_heartbeat():
+      count = 0
+      while not alive.is_set():
+        count += 1
+        progress.beat(sess, '/job:worker/task:0', count)
+        time.sleep(0.05)
+    beating = threading.Thread(target=worker0_heartbeat, daemon=True)
+    beating.start()
+    monitor = replica_watch.ReplicaMonitor(
+        progress, global_step, timeout_secs=1.0, on_timeout=on_timeout, poll_secs=0.1,
+        replica_name='/job:chief/task:0', silent_secs=0.5)
+    monitor.start(sess)
+    assert timed_out.wait(30)
+    monitor.stop()
+    alive.set()
+    beating.join()
+  assert messages[0].startswith('sync replicas: no gradients from /job:worker/task:1 for '
+                                'global step 1 in ')
+
+
 def test_replica_monitor_ignores_the_end_of_training():
   graph, global_step, progress, _, advance = _replica_graph()
   timed_out = threading.Event()
