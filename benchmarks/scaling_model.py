@@ -1,4 +1,4 @@
-r"""A scaling model for parameter-server and all-reduce training, checked on loopback.
+r"""A scaling model for parameter-server and all-reduce training, checked on real clusters.
 
 Given how many bytes of variables each ps task holds (placed exactly as
 `model_deploy` places them, by `deployment.device_setters.PSDeviceChooser`
@@ -28,18 +28,22 @@ latency, o `--tensor_overhead_us`. Both phases of a worker are counted as not
 overlapping compute: TF's ps graphs read variables before the forward pass and
 send gradients after the backward pass.
 
-Check (`--check`): on this machine's loopback, real processes (one
-`tf.distribute.Server` per task, the ps/worker task programs of this file,
-timing and ports as in `benchmarks.distributed`) train the model for
-1-3 workers x 1-2 ps, async and sync; the prediction uses B, L and o measured
-on loopback with TF's own gRPC runtime and, because all tasks share this
-machine's cores (and its other users' load), the compute time per step of N
-single-process trainers running at the same time (`--compute_only` task
-processes), measured alternating with the clusters. With `--netns` every configuration
-also runs with each task in its own network namespace on a bridge (the
-multi-host harness of `deployment.netns`; veth links instead of loopback),
-predicted from B, L and o measured between two namespaces. Reported:
-predicted vs measured examples/sec and whether they agree within +-20 %.
+Check (`--check`, benchmarks/scaling_check.py): real clusters of 1-3 workers
+x 1-2 ps, async and sync, run on this machine (loopback, and with `--netns`
+also with every task in its own network namespace); each is predicted from
+B, L and o measured with TF's own gRPC runtime on the same kind of network and
+from the compute time per step of N trainers running at once. Because all
+tasks of the check share this machine's C cores, its prediction also takes
+the shared-cores bound (never used for the tables, whose tasks have machines
+of their own):
+
+  T >= N (t_1 + 2 ((D + U) / B + n o + R L)) / C
+
+where t_1 is one trainer's compute alone, 2 counts both ends of a transfer
+and R = 2 M round trips (a pull and a push to each of the M ps tasks), 2 more
+for sync (the token and the step). Reported: predicted vs measured
+examples/sec, which bound set the prediction, and whether they agree within
++-20 %.
 
 Tables: ResNet-50 v1 (ImageNet, 1000 classes) and the shapes SSD
 (configs/ssd_shapes.config) at 8/32/128 workers on 10/25/100 Gbit links, and
@@ -56,14 +60,8 @@ compute/communication overlap, no TCP slow start; sizes are float32 unless the
 variables say otherwise.
 """
 
-import json
 import os
-import re
-import signal
-import subprocess
 import sys
-import tempfile
-import time
 
 from absl import app
 from absl import flags
@@ -71,16 +69,12 @@ from absl import logging
 import tensorflow as tf
 import tf_slim as slim
 
-from benchmarks import bench_util
-from deployment import ports as deployment_ports
 from benchmarks import distributed  # its flags: quick, role, cluster, task, sync, net, ...
+from benchmarks import scaling_check
 
-flags.DEFINE_integer('num_ps', 1, 'Task processes of --check: number of ps tasks.')
 flags.DEFINE_bool('check', False, 'Also run the loopback check (real processes); with '
                   '--netns, each configuration also with every task in its own network '
                   'namespace (deployment/netns.py; needs root and `ip`).')
-flags.DEFINE_bool('measure_link', False, 'Task process of --check --netns: measure the link '
-                  'to the ps of --cluster, print LINK <bytes/s> <round trip s> <per tensor s>.')
 flags.DEFINE_list('link_gbps', ['10', '25', '100'], 'Link line rates of the tables (Gbit/s).')
 flags.DEFINE_list('table_workers', ['8', '32', '128'], 'Worker counts of the tables.')
 flags.DEFINE_list('table_ps', ['1', '2', '4', '8', '16', '32'], 'ps counts of the tables.')
@@ -88,8 +82,6 @@ flags.DEFINE_float('link_efficiency', 0.8, 'Share of the line rate gRPC reaches 
 flags.DEFINE_float('latency_us', 50.0, 'Round-trip latency of the tables (microseconds).')
 flags.DEFINE_float('tensor_overhead_us', 20.0, 'Fixed cost of moving one tensor between '
                    'tasks in the tables (microseconds; --check measures it on loopback).')
-flags.DEFINE_bool('compute_only', False, 'Task process of --check: print the single-process '
-                  'rate (RATE <examples/sec>) and exit.')
 flags.DEFINE_float('resnet_compute_ms', 173.0,
                    'ResNet-50 compute time per worker step: default = batch 64 fp32 at '
                    '~370 img/s (a V100-class GPU, tf_cnn_benchmarks); set your own.')
@@ -99,15 +91,11 @@ flags.DEFINE_float('allreduce_gbps', 100.0, 'Device-to-device bandwidth of the o
 flags.DEFINE_enum('ps_strategy', 'round_robin', ['round_robin', 'greedy'],
                   'How variables are spread over the ps tasks (as model_deploy).')
 FLAGS = flags.FLAGS
-# The line a task program prints once it has timed its steps.
-_RATE = re.compile(r'^RATE ([0-9.]+)$', re.M)
-# The line of the netns link probe.
-_LINK = re.compile(r'^LINK ([0-9.e+-]+) ([0-9.e+-]+) ([0-9.e+-]+)$', re.M)
 
 STEP_BUDGET = 1.10  # a worker's step may take at most 110 % of its compute
-AGREEMENT = 0.20    # predictions within +-20 % of measured
 ASYNC_ROUND_TRIPS = 2
 SYNC_ROUND_TRIPS = 4
+TRANSFER_ENDS = 2   # on one machine a transfer keeps the sender's and the receiver's CPU busy
 
 
 class Shards(object):
@@ -207,6 +195,31 @@ def predict_allreduce(gradient_bytes, compute_s, devices, bandwidth, latency_s):
           + 2 * (devices - 1) * latency_s)
 
 
+def shared_cores_step(shards, compute_s, workers, bandwidth, latency_s, sync, tensor_s, cores):
+  """Lowest possible seconds per worker step when every task shares one machine's `cores`.
+
+  Only for clusters on one machine (the check): a round of N worker steps
+  needs N compute times (`compute_s`: one trainer alone, one thread) plus, per
+  worker step, its transfers, which keep the CPUs of both ends busy; each
+  pull and push is a call to every ps task, sync's token and step reads a call
+  to one. That CPU work cannot finish in less than its share of `cores`.
+
+  Args:
+    shards: a Shards for the ps count in question.
+    compute_s: one trainer's compute time per step running alone (seconds).
+    workers, bandwidth, latency_s, sync, tensor_s: as `predict_ps`.
+    cores: CPU cores of the machine.
+
+  Returns:
+    seconds per step of one worker.
+  """
+  round_trips = ASYNC_ROUND_TRIPS * len(shards.down) + (
+      SYNC_ROUND_TRIPS - ASYNC_ROUND_TRIPS if sync else 0)
+  transfer = ((shards.total_down + shards.total_up) / bandwidth + sum(shards.tensors) * tensor_s
+              + round_trips * latency_s)
+  return workers * (compute_s + TRANSFER_ENDS * transfer) / cores
+
+
 def _gbit(gbps):
   return float(gbps) * 1e9 / 8.0
 
@@ -290,290 +303,20 @@ def net_variables(net, image_size, num_classes):
   return model_variables(build)
 
 
-def measure_link(megabytes=16, repeats=10, many=64, cluster=None):
-  """Link bandwidth (bytes/sec), round trip (sec) and per-tensor cost (sec), TF gRPC.
+def check_predictor(variables, ps_strategy, cores):
+  """The prediction `scaling_check.check_clusters` compares with its measurements.
 
-  A ps and a worker task: the worker's session pulls a `megabytes` variable
-  from the ps and pushes a tensor of that size back (assign), reads one
-  scalar, and reads `many` scalars in one step, `repeats` times each; medians.
-  The per-tensor cost is the extra time of the `many` reads over the one,
-  divided by `many - 1`.
-
-  Args:
-    megabytes, repeats, many: the sizes above.
-    cluster: None: both tasks are servers of this process on loopback. Else
-      {'ps': [address], 'worker': [address]}: the ps runs elsewhere (another
-      network namespace) and this process is the worker at its address.
+  The clusters of the check share this machine's `cores`, so a step is the
+  larger of `predict_ps` and `shared_cores_step`.
   """
-  config = bench_util.session_config(FLAGS.threads, FLAGS.threads)
-  if cluster is None:
-    ports = deployment_ports.pick_unused_ports(2)
-    cluster = {'ps': ['127.0.0.1:%d' % ports[0]], 'worker': ['127.0.0.1:%d' % ports[1]]}
-    tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name='ps', task_index=0,
-                         config=config)
-  worker = tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name='worker',
-                                task_index=0, config=config)
-  elements = megabytes * 1024 * 1024 // 4
-  with tf.Graph().as_default():
-    with tf.compat.v1.device('/job:ps/task:0'):
-      big = tf.compat.v1.Variable(tf.zeros([elements]), name='big')
-      small = tf.compat.v1.Variable(0.0, name='small')
-      scalars = [tf.compat.v1.Variable(0.0, name='scalar_%d' % i) for i in range(many)]
-    with tf.compat.v1.device('/job:worker/task:0'):
-      pull = tf.reduce_sum(tf.identity(big.read_value()))
-      push = big.assign(tf.ones([elements]) * tf.cast(small.read_value(), tf.float32)).op
-      ping = tf.identity(small.read_value())
-      ping_many = tf.add_n([tf.identity(v.read_value()) for v in scalars])
-    init = tf.compat.v1.global_variables_initializer()
-    with tf.compat.v1.Session(worker.target, config=config) as sess:
-      sess.run(init)
-
-      def median_secs(fetch):
-        times = []
-        for _ in range(repeats + 1):
-          start = time.perf_counter()
-          sess.run(fetch)
-          times.append(time.perf_counter() - start)
-        return bench_util.median(times[1:])  # the first run sets up the call
-      latency = median_secs(ping)
-      per_tensor = max(median_secs(ping_many) - latency, 0.0) / (many - 1)
-      transfer = (median_secs(pull) + median_secs(push)) / 2.0 - latency
-  return elements * 4 / max(transfer, 1e-9), latency, per_tensor
-
-
-def measure_netns_link(timeout):
-  """`measure_link` between two network namespaces (a ps host and a worker host).
-
-  Raises:
-    RuntimeError: with the logs, when the probe gives no figures in time.
-  """
-  from deployment import netns  # noqa: PLC0415  (only --netns needs root and ip)
-  with netns.Network(['ps0', 'worker0']) as network, \
-      tempfile.TemporaryDirectory() as log_dir:
-    cluster = network.cluster({'ps': ['ps0'], 'worker': ['worker0']})
-    processes = [_start(log_dir, 'ps0', ['--role=ps', '--cluster=' + json.dumps(cluster)],
-                        network)]
-    try:
-      processes.append(_start(log_dir, 'worker0', [
-          '--measure_link', '--cluster=' + json.dumps(cluster)], network))
-      figures = _wait_for_lines(processes, processes[1:], _LINK, timeout)
-      if figures is None:
-        raise RuntimeError('the netns link probe gave no figures:\n%s' % _logs(processes))
-      return tuple(float(f) for f in figures[0][0])
-    finally:
-      _kill(processes)
-
-
-def build_train_op(num_workers, num_ps, task, sync):
-  """The worker graph of the check: distributed.py's, with `num_ps` ps tasks."""
-  train_op, _, sync_optimizer = distributed.build_train_op(
-      num_workers, task, sync, num_ps=num_ps, ps_strategy=FLAGS.ps_strategy)
-  return train_op, sync_optimizer
-
-
-def run_worker(cluster, task, sync, warmup, steps):
-  """Task program: trains until killed; prints 'RATE <examples/sec>' once timed."""
-  config = bench_util.session_config(FLAGS.threads, FLAGS.threads)
-  config.device_filters.extend(['/job:ps', '/job:worker/task:%d' % task])
-  server = tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name='worker',
-                                task_index=task, config=config)
-  with tf.Graph().as_default():
-    train_op, sync_optimizer = build_train_op(len(cluster['worker']), len(cluster['ps']),
-                                              task, sync)
-    hooks = [sync_optimizer.make_session_run_hook(task == 0)] if sync_optimizer else []
-    with tf.compat.v1.train.MonitoredTrainingSession(
-        master=server.target, is_chief=task == 0, hooks=hooks, config=config,
-        save_checkpoint_secs=None, save_summaries_steps=None, save_summaries_secs=None,
-        log_step_count_steps=None) as sess:
-      rate = bench_util.timed_steps(lambda: sess.run(train_op), warmup, steps)
-      print('RATE %.3f' % (rate * FLAGS.batch_size), flush=True)
-      while not sess.should_stop():  # a stopped sync worker would block the others
-        sess.run(train_op)
-
-
-def _start(log_dir, name, args, network=None):
-  """Starts `python -m benchmarks.scaling_model args` in its own process group.
-
-  With a `deployment.netns.Network`, it runs inside the namespace of host `name`.
-  """
-  env = dict(os.environ, CUDA_VISIBLE_DEVICES='', TF_CPP_MIN_LOG_LEVEL='2')
-  env['PYTHONPATH'] = os.pathsep.join(
-      [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))] +
-      [p for p in [os.environ.get('PYTHONPATH')] if p])
-  argv = [sys.executable, '-u', '-m', 'benchmarks.scaling_model'] + args
-  if network is not None:
-    argv = network.command(name, argv)
-  log_path = os.path.join(log_dir, name + '.log')
-  with open(log_path, 'wb') as log:
-    process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                               stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-  return process, log_path
-
-
-def _wait_for_lines(processes, reporters, pattern, timeout, fail_on_any_exit=True):
-  """Waits until each of `reporters` logged `pattern`; returns their findall lists.
-
-  Returns None when a process exited first (with `fail_on_any_exit`, any of
-  `processes`; else only one that failed) or `timeout` passed.
-  """
-  deadline = time.time() + timeout
-  while time.time() < deadline:
-    found = [pattern.findall(distributed._read(path))  # pylint: disable=protected-access
-             for _, path in reporters]
-    if all(found):
-      return found
-    if any(p.poll() is not None and (fail_on_any_exit or p.returncode)
-           for p, _ in processes):
-      return None
-    time.sleep(0.2)
-  return None
-
-
-def _logs(processes):
-  return '\n'.join('--- %s\n%s' % (path, distributed._read(path)[-3000:])  # pylint: disable=protected-access
-                   for _, path in processes)
-
-
-def _kill(processes):
-  for process, _ in processes:
-    if process.poll() is None:
-      os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-
-
-def cluster_rate(num_workers, num_ps, sync, warmup, steps, timeout, use_netns=False):
-  """Runs num_ps ps + num_workers worker processes; returns summed examples/sec.
-
-  Args:
-    use_netns: each task in its own network namespace (deployment/netns.py)
-      instead of all on loopback.
-
-  Raises:
-    RuntimeError: with the task logs, when a task dies or no rate arrives in time.
-  """
-  ps_hosts = ['ps%d' % task for task in range(num_ps)]
-  worker_hosts = ['worker%d' % task for task in range(num_workers)]
-  if not use_netns:
-    ports = deployment_ports.pick_unused_ports(num_workers + num_ps)
-    cluster = {'ps': ['127.0.0.1:%d' % p for p in ports[:num_ps]],
-               'worker': ['127.0.0.1:%d' % p for p in ports[num_ps:]]}
-    return _cluster_rate(cluster, None, sync, warmup, steps, timeout)
-  from deployment import netns  # noqa: PLC0415  (only --netns needs root and ip)
-  with netns.Network(ps_hosts + worker_hosts) as network:
-    cluster = network.cluster({'ps': ps_hosts, 'worker': worker_hosts})
-    return _cluster_rate(cluster, network, sync, warmup, steps, timeout)
-
-
-def _cluster_rate(cluster, network, sync, warmup, steps, timeout):
-  common = ['--cluster=' + json.dumps(cluster), '--net=' + FLAGS.net,
-            '--image_size=%d' % FLAGS.image_size, '--batch_size=%d' % FLAGS.batch_size,
-            '--threads=%d' % FLAGS.threads, '--warmup=%d' % warmup, '--steps=%d' % steps,
-            '--ps_strategy=' + FLAGS.ps_strategy]
-  processes = []
-  with tempfile.TemporaryDirectory() as log_dir:
-    try:
-      for task in range(len(cluster['ps'])):
-        processes.append(_start(log_dir, 'ps%d' % task,
-                                common + ['--role=ps', '--task=%d' % task], network))
-      workers = []
-      for task in range(len(cluster['worker'])):
-        workers.append(_start(log_dir, 'worker%d' % task, common + [
-            '--role=worker', '--task=%d' % task, '--sync=%s' % sync], network))
-      processes += workers
-      rates = _wait_for_lines(processes, workers, _RATE, timeout)
-      if rates is None:
-        raise RuntimeError('cluster (%d workers, %d ps, sync=%s%s) gave no rates:\n%s' % (
-            len(cluster['worker']), len(cluster['ps']), sync,
-            ', netns' if network is not None else '', _logs(processes)))
-      return sum(float(r[0]) for r in rates)
-    finally:
-      _kill(processes)
-
-
-def concurrent_compute_rate(processes, warmup, steps, timeout):
-  """Median examples/sec of one of `processes` single-process trainers run at once.
-
-  Raises:
-    RuntimeError: with the logs, when a process dies or no rate arrives in time.
-  """
-  args = ['--compute_only', '--net=' + FLAGS.net, '--image_size=%d' % FLAGS.image_size,
-          '--batch_size=%d' % FLAGS.batch_size, '--threads=%d' % FLAGS.threads,
-          '--warmup=%d' % warmup, '--steps=%d' % steps]
-  running = []
-  with tempfile.TemporaryDirectory() as log_dir:
-    try:
-      running = [_start(log_dir, 'compute%d' % i, args) for i in range(processes)]
-      rates = _wait_for_lines(running, running, _RATE, timeout, fail_on_any_exit=False)
-      if rates is None:
-        raise RuntimeError('%d concurrent trainers gave no rates:\n%s'
-                           % (processes, _logs(running)))
-      return bench_util.median([float(r[0]) for r in rates])
-    finally:
-      _kill(running)
-
-
-def check_clusters(configurations, warmup, steps, repeats, timeout, use_netns=False,
-                   out=sys.stdout):
-  """Predicts and measures every (workers, ps, sync); prints the comparison.
-
-  Each configuration runs on loopback and, with `use_netns`, also with every
-  task in its own network namespace (alternating inside each repeat); each is
-  predicted from the link figures measured on the same kind of network.
-
-  Returns:
-    list of (workers, ps, sync, network, predicted ex/s, [measured ex/s per repeat]),
-    network being 'loopback' or 'netns'.
-  """
-  links = {'loopback': measure_link()}
-  if use_netns:
-    links['netns'] = measure_netns_link(timeout)
-  variables = net_variables(FLAGS.net, FLAGS.image_size, distributed.NUM_CLASSES)
-  for network, (bandwidth, latency, per_tensor) in links.items():
-    print('\n%s: %.2f GB/s, %.0f us round trip, %.0f us per tensor (TF gRPC, measured)'
-          % (network, bandwidth / 1e9, latency * 1e6, per_tensor * 1e6), file=out)
-  print('%d cores; %s %dx%d, batch %d per worker, %d thread(s) per task; %d warm-up + %d '
-        'timed steps x %d repeats' % (os.cpu_count() or 1, FLAGS.net, FLAGS.image_size,
-                                      FLAGS.image_size, FLAGS.batch_size, FLAGS.threads,
-                                      warmup, steps, repeats), file=out, flush=True)
-  variants, names = {}, {}
-  for count in sorted({workers for workers, _, _ in configurations}):
-    variants['compute, %d at once' % count] = (
-        lambda n=count: concurrent_compute_rate(n, warmup, steps, timeout))
-  for workers, num_ps, sync in configurations:
-    for network in links:
-      name = '%d worker(s) + %d ps, %s, %s' % (workers, num_ps, 'sync' if sync else 'async',
-                                                network)
-      names[name] = (workers, num_ps, sync, network)
-      variants[name] = (lambda w=workers, m=num_ps, s=sync, n=network: cluster_rate(
-          w, m, s, warmup, steps, timeout, use_netns=n == 'netns'))
-  results = bench_util.repeat_variants(variants, repeats, out=out)
-  compute_s = {}
-  for name in [n for n in results if n.startswith('compute, ')]:
-    count = int(name.split()[1])
-    compute_s[count] = FLAGS.batch_size / bench_util.median(results.pop(name))
-  print('compute per step, N trainers at once: %s' % ', '.join(
-      'N=%d %.2f ms' % (n, 1e3 * t) for n, t in sorted(compute_s.items())), file=out)
-  print('| workers | ps | mode | network | predicted ex/s | measured ex/s (min..max) | '
-        'predicted / measured | within +-20 % |', file=out)
-  print('| ---: | ---: | --- | --- | ---: | ---: | ---: | --- |', file=out)
-  rows, agree = [], 0
-  for name, measured in results.items():
-    workers, num_ps, sync, network = names[name]
-    bandwidth, latency, per_tensor = links[network]
-    step = predict_ps(shard_traffic(variables, num_ps, FLAGS.ps_strategy), compute_s[workers],
-                      workers, bandwidth, latency, sync, per_tensor)
-    predicted = workers * FLAGS.batch_size / step
-    ratio = predicted / bench_util.median(measured)
-    within = abs(ratio - 1.0) <= AGREEMENT
-    agree += within
-    print('| %d | %d | %s | %s | %.1f | %.1f (%.1f..%.1f) | %.2f | %s |' % (
-        workers, num_ps, 'sync' if sync else 'async', network, predicted,
-        bench_util.median(measured), min(measured), max(measured), ratio,
-        'yes' if within else 'NO'), file=out)
-    rows.append((workers, num_ps, sync, network, predicted, measured))
-  print('ratio predicted/measured within +-20 %%: %d of %d configurations'
-        % (agree, len(rows)), file=out, flush=True)
-  return rows
+  def predict(workers, num_ps, sync, compute_s, link):
+    bandwidth, latency, per_tensor = link
+    shards = shard_traffic(variables, num_ps, ps_strategy)
+    step = predict_ps(shards, compute_s[workers], workers, bandwidth, latency, sync, per_tensor)
+    floor = shared_cores_step(shards, compute_s[1], workers, bandwidth, latency, sync,
+                              per_tensor, cores)
+    return (step, 'links') if step >= floor else (floor, 'shared cores')
+  return predict
 
 
 def main(argv):
@@ -582,19 +325,7 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)
   tf.get_logger().setLevel('ERROR')
   tf.compat.v1.disable_eager_execution()
-  if FLAGS.role == 'ps':
-    config = bench_util.session_config(FLAGS.threads, FLAGS.threads)
-    tf.distribute.Server(tf.train.ClusterSpec(json.loads(FLAGS.cluster)), job_name='ps',
-                         task_index=FLAGS.task, config=config).join()
-    return
-  if FLAGS.role == 'worker':
-    run_worker(json.loads(FLAGS.cluster), FLAGS.task, FLAGS.sync, FLAGS.warmup, FLAGS.steps)
-    return
-  if FLAGS.measure_link:
-    print('LINK %r %r %r' % measure_link(cluster=json.loads(FLAGS.cluster)), flush=True)
-    return
-  if FLAGS.compute_only:
-    print('RATE %.3f' % distributed.single_process_rate(FLAGS.warmup, FLAGS.steps), flush=True)
+  if scaling_check.run_task(FLAGS.ps_strategy):
     return
   warmup, steps, repeats = FLAGS.warmup, FLAGS.steps, FLAGS.repeats
   configurations = [(1, 1, False), (2, 1, False), (3, 1, False), (1, 2, False),
@@ -616,8 +347,11 @@ def main(argv):
       reason = netns.unavailable_reason()
       if reason:
         raise app.UsageError('--netns: %s' % reason)
-    check_clusters(configurations, warmup, steps, repeats, FLAGS.timeout,
-                   use_netns=FLAGS.netns)
+    predict = check_predictor(
+        net_variables(FLAGS.net, FLAGS.image_size, distributed.NUM_CLASSES),
+        FLAGS.ps_strategy, os.cpu_count() or 1)
+    scaling_check.check_clusters(configurations, predict, warmup, steps, repeats,
+                                 FLAGS.timeout, FLAGS.ps_strategy, use_netns=FLAGS.netns)
 
 
 if __name__ == '__main__':

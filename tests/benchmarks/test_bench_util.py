@@ -89,6 +89,32 @@ def test_sync_step_adds_the_burst_of_every_worker():
   assert scaling_model.predict_ps(shards, 1.0, 4, 1000.0, 0.5, sync=True) == pytest.approx(27.0)
 
 
+def test_shared_cores_step_counts_both_ends_of_every_transfer_and_a_call_per_ps():
+  shards = scaling_model.Shards(down=[1000, 3000], up=[1000, 3000], tensors=[2, 4])
+  # Async, 2 ps: transfer = 8000 B / 1000 B/s + 6 tensors x 0.25 s + 2 x 2 round trips
+  # x 0.5 s = 11.5 s, both ends: 23 s; + 1 s compute = 24 s per worker step; 3 workers
+  # on 2 cores: 36 s.
+  assert scaling_model.shared_cores_step(shards, 1.0, 3, 1000.0, 0.5, False, 0.25,
+                                         cores=2) == pytest.approx(36.0)
+  # Sync adds the token and the step read: 2 more round trips (+ 2 x 1 s per worker step).
+  assert scaling_model.shared_cores_step(shards, 1.0, 3, 1000.0, 0.5, True, 0.25,
+                                         cores=2) == pytest.approx(39.0)
+
+
+def test_check_prediction_takes_the_larger_of_the_link_and_shared_cores_bounds():
+  # One ps holds all 8048 bytes; at 8048 B/s with no latency or per-tensor cost a
+  # worker's transfers take 1 s.
+  predict = scaling_model.check_predictor(_three_variables(), 'round_robin', cores=2)
+  compute = {1: 1.0, 4: 2.0}
+  link = (8048.0, 0.0, 0.0)
+  # One worker: the links bound, 1 s + 1 s > (1 + 2 x 1) / 2 cores.
+  step, limit = predict(1, 1, False, compute, link)
+  assert (step, limit) == (pytest.approx(2.0), 'links')
+  # Four workers on two cores: 4 x (1 + 2 x 1) / 2 = 6 s > 2 s + 1 s.
+  step, limit = predict(4, 1, False, compute, link)
+  assert (step, limit) == (pytest.approx(6.0), 'shared cores')
+
+
 def test_ring_all_reduce_moves_two_n_minus_one_over_n_of_the_gradients():
   assert scaling_model.predict_allreduce(4000, 1.0, 1, 1000.0, 0.0) == 1.0
   assert scaling_model.predict_allreduce(4000, 1.0, 4, 1000.0, 0.0) == pytest.approx(7.0)
