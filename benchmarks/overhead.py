@@ -7,6 +7,9 @@ One process, one model, one input, one thread setting, five ways to train:
   (c) a hand-written `tf.compat.v1.Session` loop over the same BatchQueue input
       and the same model, loss and optimizer (one `run` of [loss, train op] per
       step, as tf_cnn_benchmarks fetches it);
+  (g) (opt-in: `--variants=a_nocheck,c_graph,c`) the same bare loop over the
+      graph `trainer.build_training_graph` builds for (a') (its loss and step
+      read): (a')/(g) is the trainer's runtime, (g)/(c) its graph;
   (b) `trainer.estimator.Estimator.train` with a `model_fn` over a tf.data
       input (skipped, and reported missing, when `trainer.estimator` has no
       `Estimator`);
@@ -64,8 +67,9 @@ flags.DEFINE_integer('warmup', 10, 'Untimed warm-up steps per repeat (>= 10).')
 flags.DEFINE_integer('steps', 100, 'Timed steps per repeat (>= 100).')
 flags.DEFINE_integer('repeats', 5, 'Repeats per variant (>= 5).')
 flags.DEFINE_list('variants', ['a', 'c', 'b', 'c_data', 'd'],
-                  'Variants to time: a, a_nocheck (a without the gradient-norm check), c, b, '
-                  'c_data (that is c\'), d; a ratio is printed when both of its variants ran.')
+                  'Variants to time: a, a_nocheck (a without the gradient-norm check), c, '
+                  'c_graph (g: c over a_nocheck\'s graph), b, c_data (that is c\'), d; a ratio '
+                  'is printed when both of its variants ran.')
 flags.DEFINE_bool('profile', False, 'Trace --steps steps of (a), (c), (b), (c\') instead of '
                   'timing, and print what each step runs.')
 FLAGS = flags.FLAGS
@@ -82,6 +86,7 @@ LABELS = {
     'a': '(a) trainer.train',
     'a_nocheck': "(a') trainer.train, check_gradient_norm off",
     'c': '(c) Session loop, BatchQueue',
+    'c_graph': "(g) Session loop over (a')'s graph",
     'b': '(b) Estimator.train',
     'c_data': "(c') Session loop, tf.data",
     'd': '(d) Keras 3 model.fit',
@@ -259,6 +264,12 @@ def _session_loop(spec, build_inputs, tracer=None):
     # Like tf_cnn_benchmarks, the loop fetches the loss with the train op: every
     # trainer logs it and checks it for NaN, so it is part of a training step.
     step_fetches = _train_op(spec.model(), images, labels)
+  return _time_bare_loop(spec, graph, step_fetches, tracer)
+
+
+def _time_bare_loop(spec, graph, step_fetches, tracer=None):
+  """Initialises `graph`, starts its queue runners and times `step_fetches` per step."""
+  with graph.as_default():
     init = tf.group(tf.compat.v1.global_variables_initializer(),
                     tf.compat.v1.local_variables_initializer())
   with tf.compat.v1.Session(graph=graph, config=spec.session_config()) as sess:
@@ -277,6 +288,21 @@ def _session_loop(spec, build_inputs, tracer=None):
     sess.close()
     coord.join(threads, stop_grace_period_secs=5, ignore_live_threads=True)
   return rate * spec.batch_size
+
+
+def run_session_trainer_graph(spec, tracer=None):
+  """(g): the bare Session loop over the graph trainer.train builds (check off).
+
+  Next to (a') it tells the trainer's graph from its runtime: (g) runs (a')'s
+  step fetches without the Supervisor, its threads and TrainStepRunner.
+  """
+  from trainer import trainer  # noqa: PLC0415
+  built = trainer.build_training_graph(
+      spec.tensor_dict, spec.model, _train_config(spec, check_gradient_norm=False), task=0,
+      num_clones=1, worker_replicas=1, clone_on_cpu=True, ps_tasks=0,
+      worker_job_name='worker')
+  return _time_bare_loop(spec, built.graph, [built.train_tensor, built.step_after_update],
+                         tracer)
 
 
 def run_session_queue(spec, tracer=None):
@@ -418,7 +444,7 @@ def run_benchmark(spec, repeats, selected=tuple(LABELS), out=sys.stdout):
   runners = {'a': run_trainer,
              'a_nocheck': lambda spec: run_trainer(spec, check_gradient_norm=False,
                                                    name='a_nocheck'),
-             'c': run_session_queue,
+             'c': run_session_queue, 'c_graph': run_session_trainer_graph,
              'b': run_estimator if have_estimator else None,
              'c_data': run_session_dataset, 'd': run_keras}
   variants = {name: (lambda run=run: run(spec)) if run is not None else None
@@ -434,6 +460,9 @@ def run_benchmark(spec, repeats, selected=tuple(LABELS), out=sys.stdout):
       ('a/c', '(a)/(c)', 'a', 'c', TRAINER_GOAL),
       ('a_nocheck/c', "(a')/(c) [without the gradient-norm check]", 'a_nocheck', 'c', None),
       ('a/a_nocheck', "(a)/(a') [price of the gradient-norm check]", 'a', 'a_nocheck', None),
+      ('a_nocheck/c_graph', "(a')/(g) [the trainer's runtime: Supervisor, threads, Python]",
+       'a_nocheck', 'c_graph', None),
+      ('c_graph/c', "(g)/(c) [the trainer's graph beyond the bare one]", 'c_graph', 'c', None),
       ('b/c_data', "(b)/(c')", 'b', 'c_data', ESTIMATOR_GOAL),
       ('a/d', '(a)/(d)', 'a', 'd', None),
       ('c/c_data', "(c)/(c') [BatchQueue vs tf.data input]", 'c', 'c_data', None)):

@@ -47,6 +47,9 @@ _RATE = re.compile(r'^RATE ([0-9.]+)$', re.M)
 _LINK = re.compile(r'^LINK ([0-9.e+-]+) ([0-9.e+-]+) ([0-9.e+-]+)$', re.M)
 
 AGREEMENT = 0.20    # predictions within +-20 % of measured
+# The cluster whose measured rate calibrates the per-step cost of a distributed
+# step (workers, ps; async); always run, never counted as checked.
+CALIBRATION = (1, 1)
 
 
 def measure_link(megabytes=16, repeats=10, many=64, cluster=None):
@@ -279,10 +282,13 @@ def check_clusters(configurations, predict, warmup, steps, repeats, timeout, ps_
 
   Args:
     configurations: [(workers, ps, sync)].
-    predict: callable(workers, ps, sync, compute_s, link) -> (seconds per
-      worker step, what limits it), where compute_s maps N to the compute time
-      per step of N trainers running at once (N = 1 always measured) and link
-      is (bytes/sec, round trip s, per tensor s).
+    predict: callable(workers, ps, sync, compute_s, link, overhead_s) ->
+      (seconds per worker step, what limits it), where compute_s maps N to
+      the compute time per step of N trainers running at once (N = 1 always
+      measured), link is (bytes/sec, round trip s, per tensor s) and
+      overhead_s the per-step cost of a distributed step that the link
+      figures miss, calibrated on the CALIBRATION cluster (added to the list
+      when missing) as its measured step minus its prediction without it.
     ps_strategy: how the workers place variables on the ps tasks.
 
   Returns:
@@ -300,6 +306,8 @@ def check_clusters(configurations, predict, warmup, steps, repeats, timeout, ps_
                                       FLAGS.image_size, FLAGS.batch_size, FLAGS.threads,
                                       warmup, steps, repeats), file=out, flush=True)
   variants, names = {}, {}
+  if CALIBRATION + (False,) not in configurations:
+    configurations = [CALIBRATION + (False,)] + list(configurations)
   for count in sorted({1} | {workers for workers, _, _ in configurations}):
     variants['compute, %d at once' % count] = (
         lambda n=count: concurrent_compute_rate(n, warmup, steps, timeout))
@@ -317,10 +325,18 @@ def check_clusters(configurations, predict, warmup, steps, repeats, timeout, ps_
     compute_s[count] = FLAGS.batch_size / bench_util.median(results.pop(name))
   print('compute per step, N trainers at once: %s' % ', '.join(
       'N=%d %.2f ms' % (n, 1e3 * t) for n, t in sorted(compute_s.items())), file=out)
-  return _compare(results, names, links, compute_s, predict, out)
+  overheads = {}
+  for network, link in links.items():
+    measured = results['%d worker(s) + %d ps, async, %s' % (CALIBRATION + (network,))]
+    step, _ = predict(*CALIBRATION, False, compute_s, link, 0.0)
+    overheads[network] = max(0.0, FLAGS.batch_size / bench_util.median(measured) - step)
+  print('per-step cost of a distributed step beyond the link figures, calibrated on %d '
+        'worker + %d ps async: %s' % (CALIBRATION + (', '.join(
+            '%s %.2f ms' % (n, 1e3 * t) for n, t in overheads.items()),)), file=out)
+  return _compare(results, names, links, compute_s, overheads, predict, out)
 
 
-def _compare(results, names, links, compute_s, predict, out):
+def _compare(results, names, links, compute_s, overheads, predict, out):
   """Prints predicted vs measured per configuration; returns check_clusters' rows."""
   print('| workers | ps | mode | network | predicted ex/s | limited by | measured ex/s '
         '(min..max) | predicted / measured | within +-20 % |', file=out)
@@ -328,18 +344,20 @@ def _compare(results, names, links, compute_s, predict, out):
   rows, agree = [], 0
   for name, measured in results.items():
     workers, num_ps, sync, network = names[name]
-    step, limit = predict(workers, num_ps, sync, compute_s, links[network])
+    step, limit = predict(workers, num_ps, sync, compute_s, links[network], overheads[network])
     predicted = workers * FLAGS.batch_size / step
     ratio = predicted / bench_util.median(measured)
+    calibration = (workers, num_ps) == CALIBRATION and not sync
     within = abs(ratio - 1.0) <= AGREEMENT
-    agree += within
+    agree += within and not calibration
     print('| %d | %d | %s | %s | %.1f | %s | %.1f (%.1f..%.1f) | %.2f | %s |' % (
         workers, num_ps, 'sync' if sync else 'async', network, predicted, limit,
         bench_util.median(measured), min(measured), max(measured), ratio,
-        'yes' if within else 'NO'), file=out)
+        'calibration' if calibration else 'yes' if within else 'NO'), file=out)
     rows.append((workers, num_ps, sync, network, predicted, measured))
+  checked = len([r for r in rows if (r[0], r[1]) != CALIBRATION or r[2]])
   print('ratio predicted/measured within +-20 %%: %d of %d configurations'
-        % (agree, len(rows)), file=out, flush=True)
+        % (agree, checked), file=out, flush=True)
   return rows
 
 

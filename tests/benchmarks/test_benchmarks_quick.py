@@ -55,13 +55,27 @@ def test_overhead_profile_traces_every_graph_variant():
 
 
 @pytest.mark.slow
+def test_overhead_splits_the_trainer_gap_into_graph_and_runtime():
+  stdout = _run_quick('benchmarks.overhead', '--variants=a_nocheck,c_graph,c',
+                      '--models=small_cnn')
+  assert "(g) Session loop over (a')'s graph" in stdout, stdout[-3000:]
+  assert "ratio (a')/(g) [the trainer's runtime" in stdout, stdout[-3000:]
+  assert "ratio (g)/(c) [the trainer's graph beyond the bare one]" in stdout, stdout[-3000:]
+
+
+@pytest.mark.slow
 def test_scaling_model_prints_tables_and_checks_a_loopback_cluster():
   stdout = _run_quick('benchmarks.scaling_model')
   for name in ('ResNet-50 v1', 'shapes SSD'):
     assert name in stdout, stdout[-3000:]
   assert 'smallest M with step <= 110 % of compute' in stdout, stdout[-3000:]
   assert 'replicated all-reduce on one machine' in stdout, stdout[-3000:]
-  # One real cluster (1 worker, 2 ps) ran and was compared with its prediction.
+  # 1 worker + 1 ps calibrated the per-step cost of a distributed step; 1 worker +
+  # 2 ps ran and was compared with its prediction.
+  assert re.search(r'^\| 1 \| 1 \| async \| loopback \| .* \| calibration \|$', stdout,
+                   re.M), stdout[-3000:]
+  assert re.search(r'calibrated on 1 worker \+ 1 ps async: loopback [0-9.]+ ms', stdout), (
+      stdout[-3000:])
   assert '| 1 | 2 | async |' in stdout, stdout[-3000:]
   assert 'ratio predicted/measured within +-20 %' in stdout, stdout[-3000:]
 
@@ -96,6 +110,8 @@ def test_scaling_model_quick_checks_a_cluster_across_network_namespaces():
   assert '| 1 | 2 | async | loopback |' in stdout, stdout[-3000:]
   assert '| 1 | 2 | async | netns |' in stdout, stdout[-3000:]
   assert 'within +-20 %: ' in stdout and 'of 2 configurations' in stdout, stdout[-3000:]
+  assert re.search(r'calibrated on 1 worker \+ 1 ps async: loopback [0-9.]+ ms, '
+                   r'netns [0-9.]+ ms', stdout), stdout[-3000:]
 
 
 @pytest.mark.parametrize('module', [
