@@ -95,8 +95,12 @@ def _optimizer():
   return tf.compat.v1.train.MomentumOptimizer(0.01, 0.9)
 
 
-def build_deployed(mode, devices, model_fn, batch_size, image_size):
-  """The model_deploy train op (parameter_server or replicated) over `devices`."""
+def build_deployed(mode, devices, model_fn, batch_size, image_size, wrap_optimizer=None):
+  """The model_deploy train op (parameter_server or replicated) over `devices`.
+
+  `wrap_optimizer`, when given, is callable(optimizer) -> optimizer (e.g. the
+  mixed-precision rewrite's loss-scaling wrapper).
+  """
   from deployment import model_deploy  # noqa: PLC0415
   config = model_deploy.DeploymentConfig(num_clones=len(devices), clone_devices=devices,
                                          variable_update=mode)
@@ -106,6 +110,8 @@ def build_deployed(mode, devices, model_fn, batch_size, image_size):
                                       [model_fn, batch_size, image_size])
   update_ops = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS, clones[0].scope)
   optimizer = _optimizer()
+  if wrap_optimizer is not None:
+    optimizer = wrap_optimizer(optimizer)
   with tf.compat.v1.device(config.optimizer_device()):
     total_loss, grads_and_vars = model_deploy.optimize_clones(clones, optimizer)
     update_ops.append(model_deploy.apply_gradients(clones, optimizer, grads_and_vars,

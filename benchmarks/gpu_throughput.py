@@ -1,10 +1,10 @@
 r"""ResNet-50 v1 training throughput on one GPU: slimtrain loop vs raw Session loop, clones.
 
-Synthetic, device-resident data (tf_cnn_benchmarks' synthetic mode), fp32,
-the tf_slim `resnet_v1_50` through `models.slim_classifier` and
-`model_deploy` (one clone on /device:GPU:0). Two measurements:
+Synthetic, device-resident data (tf_cnn_benchmarks' synthetic mode), the
+tf_slim `resnet_v1_50` through `models.slim_classifier` and `model_deploy`
+(one clone on /device:GPU:0). Two measurements:
 
-1. Throughput per (layout, batch): the same graph run by
+1. Throughput per (variant, layout, batch): the same graph run by
      slimtrain  `slim.learning.train` with slimtrain's `TrainStepRunner`
                 (Supervisor, summary and checkpoint threads), as
                 `trainer.train` runs it;
@@ -12,13 +12,20 @@ the tf_slim `resnet_v1_50` through `models.slim_classifier` and
    layouts: NHWC = the graph as built, grappler's layout optimizer off;
    NCHW = the same graph with the layout optimizer on, which rewrites the
    convolutions and batch norms to NCHW on the GPU (the tf_slim ResNet has no
-   native NCHW build: its pooling and global pool are hard-wired to NHWC).
+   native NCHW build: its pooling and global pool are hard-wired to NHWC);
+   variants (`--variants`): fp32; mixed = the trainer's `use_mixed_precision`
+   (TF's mixed-precision graph rewrite with dynamic loss scaling, turned off
+   again after each run: it is process-global); xla = the trainer's `use_xla`
+   (XLA auto-clustering, `trainer.session_config`; on a CPU it also needs
+   TF_XLA_FLAGS=--tf_xla_cpu_global_jit). Besides slimtrain/raw per cell, the
+   table gives each variant's raw speed-up over fp32.
 2. Clones on logical GPUs carved from GPU 0 (`benchmarks.clone_scaling` on
    `--device=gpu`): parameter_server and replicated vs the independent
    control.
 
     python -m benchmarks.gpu_throughput                      # on a GPU machine
     python -m benchmarks.gpu_throughput --batch_sizes=64 --layouts=NHWC
+    python -m benchmarks.gpu_throughput --variants=fp32,mixed --clones=
     python -m benchmarks.gpu_throughput --quick              # CPU smoke: tiny, NHWC
 
 Without a GPU only `--quick` (or `--allow_cpu`) runs: `--quick` trains the
@@ -26,6 +33,7 @@ backbones' small ResNet on 32x32 images on the CPU, to prove the script works;
 its numbers say nothing about GPUs.
 """
 
+import contextlib
 import os
 import sys
 import tempfile
@@ -47,6 +55,9 @@ flags.DEFINE_string('net', 'resnet_v1_50', 'Net (a key of models.slim_classifier
 flags.DEFINE_integer('image_size', 224, 'Height and width of the synthetic images.')
 flags.DEFINE_list('batch_sizes', ['64', '128', '256'], 'Batch sizes of the throughput table.')
 flags.DEFINE_list('layouts', ['NHWC', 'NCHW'], 'Layouts of the throughput table.')
+flags.DEFINE_list('variants', ['fp32', 'mixed', 'xla'],
+                  'Variants of the throughput table: fp32, mixed (use_mixed_precision), '
+                  'xla (use_xla).')
 flags.DEFINE_list('clones', ['1', '2', '4'], 'Clone counts on logical GPUs (empty: skip).')
 flags.DEFINE_integer('clone_batch_size', 64, 'Images per clone in the clone table.')
 flags.DEFINE_integer('gpu_memory_mb', 18000, 'Memory of each logical GPU.')
@@ -56,44 +67,67 @@ flags.DEFINE_integer('repeats', 3, 'Repeats per variant (>= 3).')
 FLAGS = flags.FLAGS
 
 NUM_CLASSES = 1000
+VARIANTS = ('fp32', 'mixed', 'xla')
 
 
-def _session_config(device, layout, max_clones, gpu_memory_mb):
+def _train_config(variant):
+  """The TrainConfig switches a variant stands for (what a user sets)."""
+  from protos import train_pb2  # noqa: PLC0415
+  return train_pb2.TrainConfig(use_mixed_precision=variant == 'mixed',
+                               use_xla=variant == 'xla')
+
+
+def _session_config(device, layout, variant, max_clones, gpu_memory_mb):
   """Session config of the throughput table; layout picks grappler's layout pass."""
+  from trainer import trainer  # noqa: PLC0415
   config = clone_scaling.session_config(device, 1, max_clones, gpu_memory_mb)
   config.graph_options.rewrite_options.layout_optimizer = (
       rewriter_config_pb2.RewriterConfig.ON if layout == 'NCHW'
       else rewriter_config_pb2.RewriterConfig.OFF)
-  return config
+  return trainer.session_config(_train_config(variant), base=config)
 
 
-def _build(device, batch_size, image_size):
-  """Fresh graph with the one-clone model_deploy train op; returns (graph, train_op)."""
+@contextlib.contextmanager
+def _built(device, batch_size, image_size, variant):
+  """A fresh graph with the one-clone model_deploy train op: yields (graph, train_op).
+
+  The mixed variant's rewrite is process-global: it is turned off on exit,
+  so later graphs of this process run in fp32 again (as `trainer.train` does).
+  """
+  def loss_scaled(optimizer):
+    return tf.compat.v1.mixed_precision.enable_mixed_precision_graph_rewrite(
+        optimizer, loss_scale='dynamic')
   graph = tf.Graph()
-  with graph.as_default():
-    tf.compat.v1.set_random_seed(1)
+  try:
+    with graph.as_default():
+      tf.compat.v1.set_random_seed(1)
 
-    def model_fn():
-      return bench_util.make_classifier(FLAGS.net, image_size, NUM_CLASSES)
-    train_op = clone_scaling.build_deployed(
-        'parameter_server', clone_scaling.clone_devices(device, 1), model_fn, batch_size,
-        image_size)
-  return graph, train_op
+      def model_fn():
+        return bench_util.make_classifier(FLAGS.net, image_size, NUM_CLASSES)
+      train_op = clone_scaling.build_deployed(
+          'parameter_server', clone_scaling.clone_devices(device, 1), model_fn, batch_size,
+          image_size, wrap_optimizer=loss_scaled if variant == 'mixed' else None)
+    yield graph, train_op
+  finally:
+    if _train_config(variant).use_mixed_precision:
+      tf.compat.v1.mixed_precision.disable_mixed_precision_graph_rewrite()
 
 
-def raw_rate(device, layout, batch_size, image_size, warmup, steps, session_kwargs):
+def raw_rate(device, layout, batch_size, image_size, warmup, steps, session_kwargs,
+             variant='fp32'):
   """Images/sec of a bare Session loop."""
-  graph, train_op = _build(device, batch_size, image_size)
-  with graph.as_default():
-    init = tf.group(tf.compat.v1.global_variables_initializer(),
-                    tf.compat.v1.local_variables_initializer())
-  with tf.compat.v1.Session(graph=graph,
-                            config=_session_config(device, layout, **session_kwargs)) as sess:
-    sess.run(init)
-    return bench_util.timed_steps(sess.make_callable(train_op), warmup, steps) * batch_size
+  with _built(device, batch_size, image_size, variant) as (graph, train_op):
+    with graph.as_default():
+      init = tf.group(tf.compat.v1.global_variables_initializer(),
+                      tf.compat.v1.local_variables_initializer())
+    config = _session_config(device, layout, variant, **session_kwargs)
+    with tf.compat.v1.Session(graph=graph, config=config) as sess:
+      sess.run(init)
+      return bench_util.timed_steps(sess.make_callable(train_op), warmup, steps) * batch_size
 
 
-def slimtrain_rate(device, layout, batch_size, image_size, warmup, steps, session_kwargs):
+def slimtrain_rate(device, layout, batch_size, image_size, warmup, steps, session_kwargs,
+                   variant='fp32'):
   """Images/sec of slim.learning.train + TrainStepRunner on the same graph."""
   from trainer import training_loop  # noqa: PLC0415
   stamps = []
@@ -104,8 +138,8 @@ def slimtrain_rate(device, layout, batch_size, image_size, warmup, steps, sessio
       stamps.append(time.perf_counter())
       return result
 
-  graph, train_op = _build(device, batch_size, image_size)
-  with graph.as_default(), tempfile.TemporaryDirectory() as train_dir:
+  with _built(device, batch_size, image_size, variant) as (graph, train_op), \
+      graph.as_default(), tempfile.TemporaryDirectory() as train_dir:
     global_step = tf.compat.v1.train.get_global_step()
     with tf.control_dependencies([train_op]):
       step_after_update = tf.identity(global_step.read_value())
@@ -113,41 +147,51 @@ def slimtrain_rate(device, layout, batch_size, image_size, warmup, steps, sessio
                            step_after_update=step_after_update)
     slim.learning.train(train_op, logdir=train_dir, train_step_fn=runner,
                         number_of_steps=warmup + steps,
-                        session_config=_session_config(device, layout, **session_kwargs))
+                        session_config=_session_config(device, layout, variant,
+                                                       **session_kwargs))
   return bench_util.rate_from_stamps(stamps, warmup, batch_size)
 
 
 def run_throughput(device, layouts, batch_sizes, image_size, warmup, steps, repeats,
-                   session_kwargs, out=sys.stdout):
-  """The (layout, batch) table: slimtrain vs raw; returns {(layout, batch): results}."""
+                   session_kwargs, variants=('fp32',), out=sys.stdout):
+  """The (variant, layout, batch) table: slimtrain vs raw; returns {cell: results}."""
   tables = {}
-  for layout in layouts:
-    for batch in batch_sizes:
-      variants = {
-          'slimtrain': lambda b=batch, lay=layout: slimtrain_rate(
-              device, lay, b, image_size, warmup, steps, session_kwargs),
-          'raw': lambda b=batch, lay=layout: raw_rate(
-              device, lay, b, image_size, warmup, steps, session_kwargs),
-      }
-      print('\n== %s %s %dx%d batch %d on %s' % (FLAGS.net, layout, image_size, image_size,
-                                                  batch, device), file=out, flush=True)
-      tables[(layout, batch)] = bench_util.repeat_variants(variants, repeats, out=out)
-  print('\n%s images/sec, fp32, synthetic, %d warm-up + %d timed steps x %d repeats'
+  for variant in variants:
+    for layout in layouts:
+      for batch in batch_sizes:
+        kwargs = dict(batch_size=batch, image_size=image_size, warmup=warmup, steps=steps,
+                      session_kwargs=session_kwargs, variant=variant)
+        runs = {'slimtrain': lambda lay=layout, kw=kwargs: slimtrain_rate(device, lay, **kw),
+                'raw': lambda lay=layout, kw=kwargs: raw_rate(device, lay, **kw)}
+        print('\n== %s %s %s %dx%d batch %d on %s' % (
+            FLAGS.net, variant, layout, image_size, image_size, batch, device),
+              file=out, flush=True)
+        tables[(variant, layout, batch)] = bench_util.repeat_variants(runs, repeats, out=out)
+  _print_throughput(tables, warmup, steps, repeats, out)
+  return tables
+
+
+def _print_throughput(tables, warmup, steps, repeats, out):
+  print('\n%s images/sec, synthetic, %d warm-up + %d timed steps x %d repeats'
         % (FLAGS.net, warmup, steps, repeats), file=out)
-  print('| layout | batch | slimtrain median | raw median | spread slimtrain / raw % | '
-        'slimtrain/raw |', file=out)
-  print('| --- | ---: | ---: | ---: | ---: | ---: |', file=out)
-  for (layout, batch), results in tables.items():
-    spreads = ['%.0f' % (100 * (max(v) - min(v)) / bench_util.median(v))
+  print('| variant | layout | batch | slimtrain median | raw median | spread slimtrain / raw % '
+        '| slimtrain/raw |', file=out)
+  print('| --- | --- | ---: | ---: | ---: | ---: | ---: |', file=out)
+  for (variant, layout, batch), results in tables.items():
+    spreads = ['%.0f' % bench_util.spread_percent(v)
                for v in (results['slimtrain'], results['raw'])]
-    print('| %s | %d | %.1f | %.1f | %s | %.3f |' % (
-        layout, batch, bench_util.median(results['slimtrain']),
+    print('| %s | %s | %d | %.1f | %.1f | %s | %.3f |' % (
+        variant, layout, batch, bench_util.median(results['slimtrain']),
         bench_util.median(results['raw']), ' / '.join(spreads),
         bench_util.ratio(results['slimtrain'], results['raw'])), file=out)
-  for (layout, batch), results in tables.items():
-    print(bench_util.ratio_line('slimtrain/raw %s batch %d' % (layout, batch),
+  for (variant, layout, batch), results in tables.items():
+    print(bench_util.ratio_line('slimtrain/raw %s %s batch %d' % (variant, layout, batch),
                                 results['slimtrain'], results['raw'], goal=0.95), file=out)
-  return tables
+  for (variant, layout, batch), results in tables.items():
+    fp32 = tables.get(('fp32', layout, batch))
+    if variant != 'fp32' and fp32 is not None:
+      print(bench_util.ratio_line('raw %s/fp32 %s batch %d [speed-up]' % (
+          variant, layout, batch), results['raw'], fp32['raw']), file=out)
 
 
 def main(argv):
@@ -160,6 +204,11 @@ def main(argv):
   image_size, layouts = FLAGS.image_size, FLAGS.layouts
   batch_sizes = [int(b) for b in FLAGS.batch_sizes]
   clones = [int(c) for c in FLAGS.clones if c]
+  variants = list(FLAGS.variants)
+  unknown = sorted(set(variants) - set(VARIANTS))
+  if unknown:
+    raise app.UsageError('--variants: unknown %s (known: %s)' % (
+        ', '.join(unknown), ', '.join(VARIANTS)))
   clone_batch, modes = FLAGS.clone_batch_size, list(clone_scaling.MODES)
   if FLAGS.quick:
     # A tiny stand-in for ResNet-50 (the backbones' small ResNet, 32x32).
@@ -181,7 +230,7 @@ def main(argv):
                                        'are owed (CPU smoke run only)'), flush=True)
   session_kwargs = {'max_clones': max_clones, 'gpu_memory_mb': FLAGS.gpu_memory_mb}
   run_throughput(device, layouts, batch_sizes, image_size, warmup, steps, repeats,
-                 session_kwargs)
+                 session_kwargs, variants=variants)
   if clones:
     print('\n== clones on %s (%d images per clone)' % (
         'logical GPUs of GPU 0' if device == 'gpu' else 'virtual CPU devices', clone_batch))

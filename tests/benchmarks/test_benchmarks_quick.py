@@ -34,11 +34,22 @@ def _run_quick(module, *extra_args, timeout=300):
     'benchmarks.overhead',
     'benchmarks.clone_scaling',
     'benchmarks.distributed',
-    'benchmarks.gpu_throughput',
 ])
 def test_quick_mode_completes_and_prints_a_ratio(module):
   stdout = _run_quick(module)
   assert 'ratio' in stdout, stdout[-3000:]
+
+
+@pytest.mark.slow
+def test_gpu_throughput_quick_runs_fp32_mixed_precision_and_xla():
+  stdout = _run_quick('benchmarks.gpu_throughput')
+  for variant in ('fp32', 'mixed', 'xla'):
+    assert re.search(r'^\| %s \| NHWC \| 2 \| [0-9.]+ \| [0-9.]+ \|' % variant, stdout,
+                     re.M), stdout[-3000:]
+    assert 'ratio slimtrain/raw %s NHWC batch 2 = ' % variant in stdout, stdout[-3000:]
+  for variant in ('mixed', 'xla'):
+    assert 'ratio raw %s/fp32 NHWC batch 2 [speed-up] = ' % variant in stdout, stdout[-3000:]
+  assert 'ratio' in stdout and 'replicated' in stdout, stdout[-3000:]
 
 
 @pytest.mark.slow
