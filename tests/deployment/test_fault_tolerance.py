@@ -362,9 +362,13 @@ def test_replica_monitor_names_the_missing_replica_after_the_timeout():
   assert 'deploy_config.replica_timeout_secs=1)' in messages[0]
 
 
-def test_replica_monitor_names_only_the_silent_replica_among_the_late_ones():
-  # Worker 0's gradients are stale too (it waits for a token), but its
-  # heartbeat goes on: only worker 1, silent, is named.
+def _chief_monitor_message_while_worker0_beats(delivered_at_step_1, last_beats=()):
+  """Step 1 stays stuck; returns (the chief monitor's timeout message, the heartbeats).
+
+  Everyone delivered for step 0; for step 1 only `delivered_at_step_1` did.
+  Worker 0 beats all along (alive, waiting for a token); the replicas of
+  `last_beats` beat once, then never again (dead).
+  """
   graph, global_step, progress, stamps, advance = _replica_graph()
   messages = []
   timed_out = threading.Event()
@@ -376,9 +380,11 @@ def test_replica_monitor_names_only_the_silent_replica_among_the_late_ones():
 
   with tf.compat.v1.Session(graph=graph) as sess:
     sess.run(tf.compat.v1.global_variables_initializer())
-    sess.run(list(stamps.values()))   # Everyone delivered for step 0...
-    sess.run(advance)                 # ...step 1: only the chief delivers.
-    sess.run(stamps['/job:chief/task:0'])
+    sess.run(list(stamps.values()))
+    sess.run(advance)
+    sess.run([stamps[name] for name in delivered_at_step_1])
+    for name in last_beats:
+      progress.beat(sess, name, 1)
 
     def worker0_heartbeat():
       count = 0
@@ -396,49 +402,27 @@ def test_replica_monitor_names_only_the_silent_replica_among_the_late_ones():
     monitor.stop()
     alive.set()
     beating.join()
-    assert progress.heartbeats(sess)['/job:worker/task:1'] is None
-  assert messages[0].startswith('sync replicas: no gradients from /job:worker/task:1 for '
-                                'global step 1 in ')
+    heartbeats = progress.heartbeats(sess)
+  return messages[0], heartbeats
+
+
+def test_replica_monitor_names_only_the_silent_replica_among_the_late_ones():
+  # Worker 0's gradients are stale too (it waits for a token), but its
+  # heartbeat goes on: only worker 1, late and never beating, is named.
+  message, heartbeats = _chief_monitor_message_while_worker0_beats(['/job:chief/task:0'])
+  assert heartbeats['/job:worker/task:1'] is None
+  assert message.startswith('sync replicas: no gradients from /job:worker/task:1 for '
+                            'global step 1 in ')
 
 
 def test_replica_monitor_names_the_silent_replica_that_took_the_last_token():
   # CI's case: worker 1 took the token worker 0 waits for, delivered for the
   # current step and died; worker 0 is the only late replica but still beats.
   # The step is stuck because of worker 1, so worker 1 is named, not worker 0.
-  graph, global_step, progress, stamps, advance = _replica_graph()
-  messages = []
-  timed_out = threading.Event()
-  alive = threading.Event()
-
-  def on_timeout(message, unused_sess):
-    messages.append(message)
-    timed_out.set()
-
-  with tf.compat.v1.Session(graph=graph) as sess:
-    sess.run(tf.compat.v1.global_variables_initializer())
-    sess.run(list(stamps.values()))   # Everyone delivered for step 0...
-    sess.run(advance)                 # ...step 1: the chief and worker 1 deliver.
-    sess.run([stamps['/job:chief/task:0'], stamps['/job:worker/task:1']])
-    progress.beat(sess, '/job:worker/task:1', 1)  # Its last beat before dying.
-
-    def worker0_heartbeat():
-      count = 0
-      while not alive.is_set():
-        count += 1
-        progress.beat(sess, '/job:worker/task:0', count)
-        time.sleep(0.05)
-    beating = threading.Thread(target=worker0_heartbeat, daemon=True)
-    beating.start()
-    monitor = replica_watch.ReplicaMonitor(
-        progress, global_step, timeout_secs=1.0, on_timeout=on_timeout, poll_secs=0.1,
-        replica_name='/job:chief/task:0', silent_secs=0.5)
-    monitor.start(sess)
-    assert timed_out.wait(30)
-    monitor.stop()
-    alive.set()
-    beating.join()
-  assert messages[0].startswith('sync replicas: no gradients from /job:worker/task:1 for '
-                                'global step 1 in ')
+  message, _ = _chief_monitor_message_while_worker0_beats(
+      ['/job:chief/task:0', '/job:worker/task:1'], last_beats=['/job:worker/task:1'])
+  assert message.startswith('sync replicas: no gradients from /job:worker/task:1 for '
+                            'global step 1 in ')
 
 
 def test_replica_monitor_ignores_the_end_of_training():
