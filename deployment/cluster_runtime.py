@@ -417,11 +417,14 @@ class ChiefWatch(object):
     startup_timeout_secs: the limit for a chief never seen.
     chief_seen: count the chief as seen now.
     setting: the config field `chief_timeout_secs` comes from, for the message.
+    peers: [(name, 'host:port')] of other tasks (the ps) that the message
+      names when they are unreachable too, e.g. behind the same partition.
   """
 
   def __init__(self, cluster, chief_timeout_secs, startup_timeout_secs, chief_seen=False,
-               setting='deploy_config.chief_timeout_secs'):
+               setting='deploy_config.chief_timeout_secs', peers=()):
     self._cluster = cluster
+    self._peers = list(peers)
     self._setting = setting
     self._address = chief_address(cluster)[0]
     self._chief = chief_device(cluster)
@@ -447,9 +450,11 @@ class ChiefWatch(object):
              else self._startup_timeout_secs)
     waited = time.time() - since
     if waited > limit:
+      others = unreachable(self._peers)
       raise ChiefLostError(
-          '%s: chief %s unreachable for %.0f s (limit %d s, %s); exiting' % (
-              self._who, self._chief, waited, limit, self._setting))
+          '%s: chief %s unreachable for %.0f s (limit %d s, %s)%s; exiting' % (
+              self._who, self._chief, waited, limit, self._setting,
+              '; unreachable too: %s' % ', '.join(others) if others else ''))
     logging.info('%s: waiting for chief %s (%.0f s)', self._who, self._chief, waited)
 
   def watch_in_thread(self, on_lost, poll_secs=_POLL_SECS):

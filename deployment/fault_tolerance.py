@@ -165,13 +165,16 @@ def exit_when_chief_lost(cluster, chief_timeout_secs, startup_timeout_secs, chie
   """A worker of a ps cluster exits retryable (129) once its chief is lost.
 
   Without the chief nobody saves the worker's updates: training on would only
-  waste them. The arguments are those of `cluster_runtime.ChiefWatch`.
+  waste them. The arguments are those of `cluster_runtime.ChiefWatch`; the
+  message also names the ps tasks that are unreachable (a worker whose step
+  hung on a partitioned ps may see the chief go first).
 
   Returns:
     A `threading.Event`; set it to stop watching (when training ends).
   """
   watch = cluster_runtime.ChiefWatch(cluster, chief_timeout_secs, startup_timeout_secs,
-                                     chief_seen=chief_seen, setting=setting)
+                                     chief_seen=chief_seen, setting=setting,
+                                     peers=cluster_runtime.ps_peers(cluster))
   return watch.watch_in_thread(lambda message: exit_now(exit_codes.RETRYABLE, message))
 
 

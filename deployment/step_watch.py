@@ -3,11 +3,17 @@
 A ps behind a network partition does not fail a step: gRPC keeps waiting
 for its answer, and `Session.run` has no deadline, so every training task
 would wait for as long as the partition lasts. `StepWatch` notices when no
-step has finished for `timeout_secs` (after the first step, so start-up does
-not count), probes each ps with a TCP connect to name the unreachable ones,
-and exits retryable (`deployment.exit_codes`); a restart of the job resumes
-from the last checkpoint. A partition that heals before the deadline costs
-nothing: the blocked step finishes and training goes on in the same session.
+step has finished for `timeout_secs`, probes each ps with a TCP connect to
+name the unreachable ones, and exits retryable (`deployment.exit_codes`); a
+restart of the job resumes from the last checkpoint. A partition that heals
+before the deadline costs nothing: the blocked step finishes and training
+goes on in the same session.
+
+Starting a session waits on the ps tasks too (creating the session on each,
+initialising or restoring the variables, a worker waiting for the chief's
+model), and a first step may wait for replicas still starting, so from
+`session_starting` to the first finished step the deadline is a longer one,
+the start-up timeout plus the step timeout.
 
 Usage (trainer.training_loop does this for each training task of a ps
 cluster, with deploy_config.recovery_timeout_secs):
@@ -15,7 +21,9 @@ cluster, with deploy_config.recovery_timeout_secs):
     watch = step_watch.StepWatch(300, [('/job:ps/task:0', '10.0.0.2:2222')],
                                  setting='deploy_config.recovery_timeout_secs')
     ...
-    watch.step_done(step)   # after each step; the first call starts the watch
+    watch.session_starting(600 + 300, 'deploy_config.startup_timeout_secs + '
+                           'recovery_timeout_secs')  # before creating the session
+    watch.step_done(step)   # after each step
     watch.stop()            # when training ends or the session is rebuilt
 
 Differs on purpose from tf.estimator: `MonitoredTrainingSession` has no such
@@ -49,9 +57,22 @@ class StepWatch(object):
     self._last_words = last_words
     self._poll_secs = poll_secs
     self._lock = threading.Lock()
-    self._last = None  # (time, global step, ending) of the last finished step.
+    # (time, global step, ending) of the last finished step; the step is None
+    # while the session starts.
+    self._last = None
+    self._start_timeout = None  # (seconds, setting) of the session's start.
     self._stopped = threading.Event()
     self._thread = None
+
+  def session_starting(self, timeout_secs, setting):
+    """Starts watching a session being created: its first step must finish in time.
+
+    Args:
+      timeout_secs: the longest from now to the first finished step.
+      setting: the config fields `timeout_secs` comes from, for the message.
+    """
+    self._start_timeout = (timeout_secs, setting)
+    self._record(None, False)
 
   def step_done(self, step, ending=False):
     """Records a finished step at `step`; the first call starts watching.
@@ -61,38 +82,48 @@ class StepWatch(object):
       ending: training ended at `step`; what follows (the final checkpoint,
         closing the session) must finish within the same timeout.
     """
+    self._record(step, ending)
+
+  def _record(self, step, ending):
     with self._lock:
       self._last = (time.time(), step, ending)
-      if self._thread is None or not self._thread.is_alive():
-        self._stopped.clear()
-        self._thread = threading.Thread(target=self._watch, name='StepWatch', daemon=True)
+      # A stopped thread may still be waiting out its poll: it gets no say any more.
+      if self._thread is None or not self._thread.is_alive() or self._stopped.is_set():
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._watch, args=(self._stopped,),
+                                        name='StepWatch', daemon=True)
         self._thread.start()
 
   def stop(self):
-    """Stops watching until the next `step_done`."""
+    """Stops watching until the next `step_done` or `session_starting`."""
     with self._lock:
       self._stopped.set()
       self._last = None
 
-  def _watch(self):
-    while not self._stopped.wait(self._poll_secs):
+  def _watch(self, stopped):
+    while not stopped.wait(self._poll_secs):
       with self._lock:
-        if self._last is None:
+        if stopped.is_set() or self._last is None:
           return
         since, step, ending = self._last
-      if time.time() - since > self._timeout_secs:
-        fault_tolerance.exit_after(exit_codes.RETRYABLE, self._message(step, ending),
-                                   self._last_words)
+      timeout_secs, setting = (self._start_timeout if step is None
+                               else (self._timeout_secs, self._setting))
+      if time.time() - since > timeout_secs:
+        fault_tolerance.exit_after(
+            exit_codes.RETRYABLE, self._message(step, ending, timeout_secs, setting),
+            self._last_words)
 
-  def _message(self, step, ending):
+  def _message(self, step, ending, timeout_secs, setting):
     unreachable = cluster_runtime.unreachable(self._peers)
     cause = ('unreachable: %s (a partition or a lost node?)' % ', '.join(unreachable)
              if unreachable else 'every ps accepts connections, but a peer does not answer')
-    if ending:
+    if step is None:
+      what = 'no training step finished within %d s of starting the session' % timeout_secs
+    elif ending:
       what = ('training ended at global step %d, but its final checkpoint and shutdown have '
               'not finished in %d s' % (step, self._timeout_secs))
     else:
       what = 'no training step finished for %d s since global step %d' % (
           self._timeout_secs, step)
     return ('%s; %s; past %s=%d, exiting retryable (a restart resumes from the last '
-            'checkpoint)' % (what, cause, self._setting, self._timeout_secs))
+            'checkpoint)' % (what, cause, setting, timeout_secs))

@@ -32,7 +32,9 @@ Where we differ from the original, on purpose:
   `use_xla` and `num_clones=-1` (one clone per visible GPU) are available.
 * With sync replicas, `startup_delay_steps` is ignored (tf-slim rejects the
   combination) and the end of training cannot hang (see
-  deployment/sync_replicas.py).
+  deployment/sync_replicas.py). Otherwise a worker's wait for it is done by
+  `TrainStepRunner` (not tf-slim), inside the cluster's session-start
+  deadline, which each global step read re-arms.
 * `train()` is `build_training_graph()` then `run_training()`, so a caller can
   inspect or extend the graph (a `TrainingGraph`) before running it.
 """
@@ -534,7 +536,8 @@ def run_training(training_graph, train_config, train_dir, master='', is_chief=Tr
       log_every_n_steps=train_config.log_every_n_steps, is_chief=is_chief,
       saver=training_graph.saver, checkpoint_path=paths.join(train_dir, 'model.ckpt'),
       on_finish=on_finish, step_after_update=training_graph.step_after_update,
-      faults=faults, replica_monitor=training_graph.replica_progress and (
+      faults=faults, startup_delay_steps=startup_delay_steps,
+      replica_monitor=training_graph.replica_progress and (
           replica_watch.ReplicaMonitor.for_task(
               training_graph.replica_progress,
               tf.compat.v1.train.get_global_step(training_graph.graph), faults,
@@ -543,22 +546,24 @@ def run_training(training_graph, train_config, train_dir, master='', is_chief=Tr
               checkpoint_path=paths.join(train_dir, 'model.ckpt'))))
   config = session_config(train_config, base=session_config_override)
   with training_graph.graph.as_default():
-    if master and not is_chief:
-      cluster_runtime.wait_for_model_ready(master, config, startup_timeout_secs)
-    with runner.handle_sigterm(), faults.noting_lost_peers(lambda: runner.last_step):
-      try:
+    # From here to the first step, a hung ps would block without an error.
+    runner.watch_session_start(startup_timeout_secs)
+    try:
+      if master and not is_chief:
+        cluster_runtime.wait_for_model_ready(master, config, startup_timeout_secs)
+      with runner.handle_sigterm(), faults.noting_lost_peers(lambda: runner.last_step):
         slim.learning.train(
             training_graph.train_tensor, logdir=train_dir, train_step_fn=runner,
             master=master, is_chief=is_chief, session_config=config,
-            startup_delay_steps=startup_delay_steps, init_fn=training_graph.init_fn,
+            startup_delay_steps=0, init_fn=training_graph.init_fn,
             summary_op=training_graph.summary_op,
             number_of_steps=train_config.num_steps or None,
             save_summaries_secs=train_config.save_summaries_secs,
             save_interval_secs=train_config.save_interval_secs,
             sync_optimizer=sync_optimizer, saver=training_graph.saver,
             ignore_live_threads=sync_optimizer is not None)
-      finally:
-        runner.stop_watching()  # A rebuilt session arms it again with its first step.
+    finally:
+      runner.stop_watching()  # A rebuilt session arms it again.
   runner.raise_if_preempted()
   return runner.last_loss
 

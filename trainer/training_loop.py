@@ -97,12 +97,15 @@ class TrainStepRunner:
     faults: optional `deployment.fault_tolerance.TaskFaults`.
     replica_monitor: optional `deployment.replica_watch.ReplicaMonitor`, started with
       the first step and stopped when training ends.
+    startup_delay_steps: a non-chief task waits before its first step until
+      the global step reaches this (tf-slim's option of the same name, done
+      here so that every step read re-arms the session-start deadline).
   """
 
   def __init__(self, number_of_steps=None, examples_per_step=0,
                log_every_n_steps=10, is_chief=True, saver=None,
                checkpoint_path=None, on_finish=None, step_after_update=None,
-               faults=None, replica_monitor=None):
+               faults=None, replica_monitor=None, startup_delay_steps=0):
     self._number_of_steps = number_of_steps or None
     self._examples_per_step = examples_per_step
     self._log_every_n_steps = log_every_n_steps
@@ -113,6 +116,8 @@ class TrainStepRunner:
     self._step_after_update = step_after_update
     self._faults = faults or fault_tolerance.TaskFaults()
     self._replica_monitor = replica_monitor
+    self._startup_delay_steps = startup_delay_steps if not is_chief else 0
+    self._session_start_timeout = None
     self._step_watch = None
     if self._faults.session_peers and self._faults.step_timeout_secs:
       self._step_watch = step_watch.StepWatch(
@@ -163,6 +168,35 @@ class TrainStepRunner:
     logging.info(', '.join(parts))
     self._window_start = (now, step)
 
+  def watch_session_start(self, startup_timeout_secs):
+    """Bounds starting a session up to its first finished step (a ps may hang meanwhile).
+
+    Args:
+      startup_timeout_secs: deploy_config.startup_timeout_secs; the step
+        timeout is added to it (a first step may wait for starting replicas).
+    """
+    if self._step_watch is None:
+      return
+    self._session_start_timeout = (
+        startup_timeout_secs + self._faults.step_timeout_secs,
+        'deploy_config.startup_timeout_secs + %s' % (
+            self._faults.step_timeout_setting.replace('deploy_config.', '')))
+    self._step_watch.session_starting(*self._session_start_timeout)
+
+  def _wait_for_startup_delay(self, sess, global_step):
+    """Waits until the global step reaches `startup_delay_steps` (or the last step).
+
+    The peers answering a step read is progress: it re-arms the
+    session-start deadline, however slowly the chief's steps go.
+    """
+    target = min(self._startup_delay_steps, self._number_of_steps or self._startup_delay_steps)
+    while not self._preempt_requested.is_set():
+      if int(sess.run(global_step)) >= target:
+        return
+      if self._session_start_timeout is not None:
+        self._step_watch.session_starting(*self._session_start_timeout)
+      time.sleep(1.0)
+
   def stop_watching(self):
     """Stops the step deadline (training ended, or the session is being rebuilt)."""
     if self._step_watch is not None:
@@ -189,6 +223,8 @@ class TrainStepRunner:
         self.last_step = step
         self._finish(sess, step)
         return float('nan'), True
+    if self.last_step is None and self._startup_delay_steps:
+      self._wait_for_startup_delay(sess, global_step)
     try:
       loss, step = sess.run([train_op, self._step_after_update
                              if self._step_after_update is not None else global_step])

@@ -13,6 +13,8 @@ import time
 import pytest
 import tensorflow as tf
 
+from deployment import cluster as cluster_lib
+from deployment import cluster_runtime
 from deployment import exit_codes
 from deployment import fault_tolerance
 from deployment import replica_watch
@@ -209,31 +211,64 @@ _STEP_WATCH_PROGRAM = textwrap.dedent('''
       time.sleep(0.5)
     watch.stop()
     time.sleep(3)  # stopped: no exit
-    watch.step_done(6, ending=%s)
+    %s
     print('STALLING', flush=True)
     time.sleep(60)
 ''')
+_STALLS = {
+    'step': 'watch.step_done(6)',
+    'final_save': 'watch.step_done(6, ending=True)',
+    # Stopped and re-armed at once (a rebuilt session): the stopped thread,
+    # still inside its poll, must not take the new watch with it.
+    'session_start': ('watch.step_done(6); watch.stop(); watch.session_starting('
+                      '4, "deploy_config.startup_timeout_secs + recovery_timeout_secs")'),
+}
+_STALL_MESSAGES = {
+    'step': ('no training step finished for 2 s since global step 6', 'recovery_timeout_secs=2'),
+    'final_save': ('training ended at global step 6, but its final checkpoint and shutdown '
+                   'have not finished in 2 s', 'recovery_timeout_secs=2'),
+    'session_start': ('no training step finished within 4 s of starting the session',
+                      'startup_timeout_secs + recovery_timeout_secs=4'),
+}
 
 
-@pytest.mark.parametrize('ending', [False, True], ids=['step', 'final_save'])
-def test_step_watch_exits_retryable_naming_the_unreachable_ps(tmp_path, ending):
+@pytest.mark.parametrize('stall', sorted(_STALLS))
+def test_step_watch_exits_retryable_naming_the_unreachable_ps(tmp_path, stall):
   script = tmp_path / 'step_watch.py'
-  script.write_text(_STEP_WATCH_PROGRAM % ending)
+  script.write_text(_STEP_WATCH_PROGRAM % _STALLS[stall])
   env = dict(os.environ, PYTHONPATH=cluster_util.REPO_ROOT, TF_CPP_MIN_LOG_LEVEL='2')
   start = time.time()
   result = subprocess.run([sys.executable, '-u', str(script)], stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, env=env, timeout=120, check=False)
   output = result.stdout.decode(errors='replace')
   assert result.returncode == exit_codes.RETRYABLE, output
-  assert time.time() - start < 40, output  # 2.5 s of steps, 3 s stopped, 2 s timeout
+  assert time.time() - start < 40, output  # 2.5 s of steps, 3 s stopped, 2-4 s timeout
   assert output.index('STALLING') < output.index('exiting retryable'), output
-  what = ('training ended at global step 6, but its final checkpoint and shutdown have not '
-          'finished in 2 s' if ending else 'no training step finished for 2 s since global step 6')
+  what, setting = _STALL_MESSAGES[stall]
   pattern = (re.escape(what) + r'; unreachable: /job:ps/task:1 \(127\.0\.0\.1:\d+\) '
-             r'.*past deploy_config\.recovery_timeout_secs=2, exiting retryable')
+             r'.*past deploy_config\.' + re.escape(setting) + ', exiting retryable')
   assert re.search(pattern, output), output
   # The last words (the chief telling the ps tasks) carry the same reason.
   assert re.search('LAST WORDS: ' + pattern, output), output
+
+
+def test_chief_watch_message_names_the_ps_tasks_unreachable_too():
+  # A worker whose step hangs on a partitioned ps may see the chief go first.
+  jobs = cluster_util.local_cluster(num_workers=1, num_ps=2, chief=True)
+  worker = cluster_lib.ClusterConfig(jobs, 'worker', 0)
+  with socket.socket() as ps0:  # ps0 accepts connections; the chief and ps1 do not.
+    host, port = jobs['ps'][0].rsplit(':', 1)
+    ps0.bind((host, int(port)))
+    ps0.listen()
+    watch = cluster_runtime.ChiefWatch(worker, chief_timeout_secs=0, startup_timeout_secs=0,
+                                       chief_seen=True, peers=cluster_runtime.ps_peers(worker))
+    time.sleep(0.1)
+    with pytest.raises(cluster_runtime.ChiefLostError) as raised:
+      watch.check()
+  assert str(raised.value) == (
+      'worker task 0: chief /job:chief/task:0/device:CPU:0 unreachable for 0 s (limit 0 s, '
+      'deploy_config.chief_timeout_secs); unreachable too: /job:ps/task:1 (%s); exiting'
+      % jobs['ps'][1])
 
 
 _RECOVERY_PROGRAM = textwrap.dedent('''

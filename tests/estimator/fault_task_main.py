@@ -68,6 +68,7 @@ def main(argv):
   parser.add_argument('--recovery_timeout_secs', type=int, default=300)
   parser.add_argument('--termination_grace_secs', type=int, default=25)
   parser.add_argument('--chief_timeout_secs', type=int, default=300)
+  parser.add_argument('--session_creation_timeout_secs', type=int, default=7200)
   parser.add_argument('--end_hook_waits_for', default=None,
                       help='a path: a hook\'s end() waits for it, then reads the global step')
   args = parser.parse_args(argv)
@@ -78,6 +79,7 @@ def main(argv):
                          keep_checkpoint_max=3, log_step_count_steps=1, tf_random_seed=1,
                          save_summary_steps=0,
                          recovery_timeout_secs=args.recovery_timeout_secs,
+                         session_creation_timeout_secs=args.session_creation_timeout_secs,
                          termination_grace_secs=args.termination_grace_secs,
                          chief_timeout_secs=args.chief_timeout_secs)
   estimator = tfe.Estimator(mnist_testlib.model_fn, model_dir=args.model_dir, config=config,

@@ -16,6 +16,8 @@ fault and checks exit codes (deployment/exit_codes.py), logs and checkpoints:
   for `recovery_timeout_secs`, naming the unreachable ps;
 * the chief is killed: worker and ps exit 129 within
   `RunConfig.chief_timeout_secs`;
+* the ps hangs (stopped) before the first step: the chief exits 129 within
+  `session_creation_timeout_secs + recovery_timeout_secs`;
 * the whole job gets SIGTERM at once: the chief checkpoints the step it
   reached, every task exits 143, and the restarted job resumes there; the
   same with `python -m trainer.model_main`, which takes the two timeouts
@@ -34,6 +36,7 @@ import time
 import pytest
 import tensorflow as tf
 
+from deployment import cluster_runtime
 from deployment import exit_codes
 from tests import cluster_util
 from tests.trainer import cluster_testlib as lib
@@ -187,6 +190,28 @@ def test_ps_lost_after_the_last_step_chief_and_worker_exit_retryable_naming_it(t
       assert re.search(r'lost /job:ps/task:0 at global step \d+ after the last training step',
                        task.output()), (name, group.logs())
       assert 'Traceback' not in task.output(), (name, group.logs())
+
+
+def test_ps_hung_before_the_first_step_chief_exits_retryable_within_the_start_bound(tmp_path):
+  # The ps accepts connections but never answers (stopped): creating the
+  # chief's session waits for it; without a start deadline, forever.
+  model_dir = str(tmp_path / 'model')
+  cluster = cluster_util.local_cluster(num_workers=0, num_ps=1, chief=True)
+  with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
+    ps = _start(group, cluster, 'ps', 0, model_dir)
+    lib.wait_until(lambda: cluster_runtime.reachable(cluster['ps'][0]), _START_SECS, group,
+                   'the ps server up')
+    os.killpg(ps.pid, signal.SIGSTOP)
+    chief = _start(group, cluster, 'chief', 0, model_dir,
+                   extra=['--session_creation_timeout_secs=20', '--recovery_timeout_secs=10'])
+    assert group.wait(chief, timeout=_START_SECS + 30 + _MARGIN_SECS) == exit_codes.RETRYABLE, (
+        group.logs())
+    assert re.search(
+        r'no training step finished within 30 s of starting the session; every ps accepts '
+        r'connections, but a peer does not answer; past '
+        r'RunConfig\.session_creation_timeout_secs \+ recovery_timeout_secs=30, exiting '
+        r'retryable', chief.output()), group.logs()
+    os.killpg(ps.pid, signal.SIGCONT)
 
 
 def test_chief_killed_worker_and_ps_exit_retryable_within_the_chief_timeout(tmp_path):

@@ -13,7 +13,10 @@ checks exit codes (deployment/exit_codes.py), logs and checkpoints:
   their sessions from the latest checkpoint and train to `num_steps`; a ps
   that stays away makes them exit retryable after `recovery_timeout_secs`;
 * the chief is killed in a ps cluster: the worker and the ps exit retryable
-  within `chief_timeout_secs` (never 0 with unsaved work).
+  within `chief_timeout_secs` (never 0 with unsaved work);
+* a ps hangs (stopped: it accepts connections, never answers) before the
+  first step: the chief exits retryable within `startup_timeout_secs +
+  recovery_timeout_secs` instead of waiting for ever, and ps0 hears why.
 
 Loopback is enough where a killed process is the fault; the cut-off sync
 replica also runs on the network-namespace harness (`netns_network`, skipped
@@ -28,6 +31,7 @@ import sys
 
 import pytest
 
+from deployment import cluster_runtime
 from deployment import exit_codes
 from tests import cluster_util
 from tests.trainer import cluster_testlib as lib
@@ -279,6 +283,41 @@ def test_ps_lost_for_good_training_tasks_exit_retryable(tmp_path, data):
     for task in training.values():
       assert re.search(r'/job:ps/task:0 .*recovery_timeout_secs=15', task.output()), (
           group.logs())
+
+
+def test_ps_hung_before_the_first_step_chief_exits_retryable_within_the_startup_bound(
+    tmp_path, data):
+  # A ps that accepts connections but never answers (here: stopped) once the
+  # start-up checks have passed: the session's initialisation waits for it.
+  # The step deadline only ran from the first finished step, so the chief,
+  # and with it the whole job, waited forever.
+  train_dir = str(tmp_path / 'train')
+  startup_timeout, recovery_timeout = 20, 10
+  config = lib.write_pipeline_config(str(tmp_path), data, num_steps=100000,
+                                     startup_timeout_secs=startup_timeout,
+                                     recovery_timeout_secs=recovery_timeout)
+  cluster = cluster_util.local_cluster(num_workers=0, num_ps=2, chief=True)
+  with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
+    tasks = {'ps%d' % i: lib.start_task(group, cluster, 'ps', i, config, train_dir)
+             for i in range(2)}
+    lib.wait_until(lambda: all(cluster_runtime.reachable(a) for a in cluster['ps']),
+                   _START_SECS, group, 'both ps servers up')
+    os.killpg(tasks['ps1'].pid, signal.SIGSTOP)
+    tasks['chief0'] = lib.start_task(group, cluster, 'chief', 0, config, train_dir)
+    code = group.wait(tasks['chief0'], timeout=_START_SECS + startup_timeout + _MARGIN_SECS)
+    assert code == exit_codes.RETRYABLE, group.logs()
+    assert re.search(
+        r'no training step finished within 30 s of starting the session; every ps accepts '
+        r'connections, but a peer does not answer; past deploy_config.startup_timeout_secs '
+        r'\+ recovery_timeout_secs=30, exiting retryable', tasks['chief0'].output()), (
+            group.logs())
+    assert not lib.checkpoint_steps(train_dir)
+    # ps0 heard why the job failed.
+    assert group.wait(tasks['ps0'], timeout=_MARGIN_SECS) == exit_codes.RETRYABLE, (
+        group.logs())
+    assert 'ps task 0: the chief ended the job: no training step finished within' in (
+        tasks['ps0'].output()), group.logs()
+    os.killpg(tasks['ps1'].pid, signal.SIGCONT)
 
 
 def test_chief_killed_workers_and_ps_exit_retryable_within_chief_timeout(tmp_path, data):

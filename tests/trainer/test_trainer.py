@@ -6,6 +6,8 @@ import os
 import re
 import shutil
 import sys
+import threading
+import time
 
 from absl import logging as absl_logging
 import numpy as np
@@ -472,6 +474,38 @@ def test_classifier_label_above_num_classes_stops_training(tmp_path):
   with pytest.raises(tf.errors.InvalidArgumentError,
                      match='label has a class id outside 1..num_classes=3'):
     _train_classifier(str(tmp_path), [], label_value=4)
+
+
+@pytest.mark.parametrize('is_chief', [False, True], ids=['worker', 'chief'])
+def test_startup_delay_steps_hold_a_workers_first_step_until_the_global_step_reaches_it(
+    is_chief):
+  # tf-slim's startup_delay_steps, done by the runner (so the session-start
+  # deadline sees the wait's progress); the chief never waits.
+  with tf.Graph().as_default():
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    own_step = tf.compat.v1.assign_add(global_step, 1)
+    others_step = tf.compat.v1.assign_add(global_step, 1)
+    runner = training_loop.TrainStepRunner(number_of_steps=100, is_chief=is_chief,
+                                           log_every_n_steps=0, startup_delay_steps=3)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      go = threading.Event()
+
+      def other_workers():
+        go.wait()
+        for _ in range(3):
+          time.sleep(0.2)
+          sess.run(others_step)
+      others = threading.Thread(target=other_workers, daemon=True)
+      others.start()
+      if not is_chief:
+        go.set()
+      step_seen, should_stop = runner(sess, own_step, global_step, {})
+      go.set()
+      others.join(10)
+  assert not should_stop
+  # The worker's own step ran after the three others; the chief's ran first.
+  assert step_seen == (4 if not is_chief else 1)
 
 
 if __name__ == '__main__':

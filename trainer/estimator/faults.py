@@ -21,7 +21,9 @@ runs its steps through `run_training`, which meets two faults the way
   finished for `RunConfig.recovery_timeout_secs` (`deployment.step_watch`),
   the task exits 129 naming the ps tasks it cannot reach; the chief first
   tells the others that the job failed. A partition that heals sooner costs
-  only the wait.
+  only the wait. From creating a session to its first step (a ps that hangs
+  before training starts) the deadline is `session_creation_timeout_secs +
+  recovery_timeout_secs`.
 * The chief lost: a worker whose chief's port stays closed for
   `RunConfig.chief_timeout_secs` exits 129 instead of training on with
   nobody left to save its work.
@@ -168,6 +170,11 @@ class TaskFaults(object):
         config.recovery_timeout_secs, self.peers, 'RunConfig.recovery_timeout_secs',
         last_words=self.end_job if self.is_chief else None)
     self.chief_timeout_secs = config.chief_timeout_secs
+    # From creating a session to its first step (a hung ps blocks it silently):
+    # as long as tf.estimator lets a worker wait for its session, plus a step.
+    self._session_start_timeout = (
+        config.session_creation_timeout_secs + config.recovery_timeout_secs,
+        'RunConfig.session_creation_timeout_secs + recovery_timeout_secs')
     self.last_step = None
     self.sigterm = threading.Event()
     self._sigterm_grace = fault_tolerance.SigtermGrace(
@@ -184,6 +191,11 @@ class TaskFaults(object):
     self.last_step = step
     if self.step_watch is not None:
       self.step_watch.step_done(step, ending=ending)
+
+  def session_starting(self):
+    """A session is about to be created: its first step must finish in time."""
+    if self.step_watch is not None:
+      self.step_watch.session_starting(*self._session_start_timeout)
 
   def stop_step_watch(self):
     if self.step_watch is not None:
@@ -266,6 +278,8 @@ class _RecoveringSessionCreator(tf.compat.v1.train.SessionCreator):
       # Bounded by the recovery deadline, which lost() armed.
       faults.recovery.wait_for_peers()
       logging.info('the ps tasks accept connections again; creating a new session')
+    else:
+      faults.session_starting()
     return faults.wrap_session(self._creator.create_session())
 
 
