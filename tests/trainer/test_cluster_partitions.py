@@ -83,6 +83,12 @@ def test_ps_partitioned_past_the_recovery_timeout_tasks_exit_retryable_and_resta
     tasks = lib.start_tasks(group, cluster, config, train_dir)
     lib.wait_until(lambda: lib.checkpoint_steps(train_dir) and max(
         lib.checkpoint_steps(train_dir)) >= 20, _START_SECS, group, 'a checkpoint >= 20')
+    # Both past their first step, so each waits out `recovery_timeout` (before
+    # the first step the deadline is the longer start-up one, see
+    # test_cluster_faults.py); an async worker's steps alone can make that
+    # checkpoint while its peer still starts.
+    for name in ('chief0', 'worker0'):
+      lib.wait_for_step(group, tasks[name], 1, timeout=_START_SECS)
     network.partition('ps1')
     cut = time.time()
     training = {n: tasks[n] for n in ('chief0', 'worker0')}
@@ -93,9 +99,8 @@ def test_ps_partitioned_past_the_recovery_timeout_tasks_exit_retryable_and_resta
     assert waited < recovery_timeout + _MARGIN_SECS
     # The first task to reach the deadline exits through its step watch and the
     # chief tells ps0 the job failed; a task still waiting may then lose ps0
-    # first, and a worker that had not finished its first step when the link
-    # went down (its deadline is the start-up one) sees the chief go first.
-    # Whichever way a task exits, its message names the unreachable ps1.
+    # (or, a worker, see the chief go) first. Whichever way a task exits, its
+    # message names the unreachable ps1.
     watch_fired = r'no training step finished for 15 s since global step \d+; '
     ps1_unreachable = r'unreachable(?: too)?: [^;]*/job:ps/task:1 \(%s\)' % re.escape(
         ps1_address)
