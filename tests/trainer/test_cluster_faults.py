@@ -274,6 +274,10 @@ def test_ps_lost_for_good_training_tasks_exit_retryable(tmp_path, data):
   with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
     _, tasks = _start_job(group, config, train_dir, num_workers=1, num_ps=1)
     lib.wait_for_step(group, tasks['chief0'], 10, timeout=_START_SECS)
+    # Both training: a worker still starting when its ps dies is bounded by the
+    # start-up deadline and the chief watch instead (its message names the ps,
+    # but not this recovery timeout).
+    lib.wait_for_step(group, tasks['worker0'], 1, timeout=_START_SECS)
     os.killpg(tasks['ps0'].pid, signal.SIGKILL)
     group.wait(tasks['ps0'], timeout=30)
     training = {n: tasks[n] for n in ('chief0', 'worker0')}
