@@ -245,6 +245,8 @@ def test_ps_killed_and_restarted_training_recovers_to_num_steps(tmp_path, data):
     chief = tasks['chief0']
     lib.wait_until(lambda: lib.checkpoint_steps(train_dir) and max(
         lib.checkpoint_steps(train_dir)) >= 20, _START_SECS, group, 'a checkpoint >= 20')
+    for name in ('chief0', 'worker0'):  # Both training, not one still starting.
+      lib.wait_for_step(group, tasks[name], 1, timeout=_START_SECS)
     os.killpg(tasks['ps1'].pid, signal.SIGKILL)
     group.wait(tasks['ps1'], timeout=30)
     restarted = lib.start_task(group, cluster, 'ps', 1, config, train_dir,
