@@ -39,9 +39,12 @@ every repeat's ratio agrees (bench_util.verdict), else "not resolved".
 (`RunOptions.FULL_TRACE`) and prints, per step, how many graph nodes ran, the
 summed kernel time, the op types one variant runs that its baseline does not,
 and the kernel time of (a)'s numerics checks (loss and global gradient norm).
+`benchmarks.overhead_paired` measures (a)/(c) with the two loops in
+alternating bursts inside one run, for ratios a drifting machine cannot blur.
 """
 
 import collections
+import contextlib
 import glob
 import os
 import sys
@@ -187,7 +190,7 @@ def writes_in_window(log_dir, start, end):
   return summaries, checkpoints
 
 
-def _train_config(spec, check_gradient_norm=True):
+def train_config(spec, check_gradient_norm=True):
   from google.protobuf import text_format  # noqa: PLC0415
   from protos import train_pb2  # noqa: PLC0415
   config = text_format.Parse("""
@@ -223,52 +226,86 @@ def run_trainer(spec, tracer=None, check_gradient_norm=True, name='a'):
   With check_gradient_norm=False it is (a'): the same without the global
   gradient-norm check, to price that check on its own.
   """
+  stamps, wall_stamps = [], []
+
+  def stamped_step(run_step, sess, train_op, global_step):
+    if tracer is not None and len(stamps) >= spec.warmup:
+      # The same fetches as TrainStepRunner's step, traced.
+      loss, _ = tracer.run(sess, [train_op, global_step])
+      stamps.append(time.perf_counter())
+      return loss, len(stamps) >= spec.warmup + spec.steps
+    result = run_step()
+    stamps.append(time.perf_counter())
+    wall_stamps.append(time.time())
+    return result
+
+  def count_window_writes(train_dir):
+    if tracer is None:
+      spec.window_writes[name].append(
+          writes_in_window(train_dir, wall_stamps[spec.warmup], wall_stamps[-1]))
+
+  train_with_step_wrapper(spec, stamped_step, check_gradient_norm, after=count_window_writes)
+  return bench_util.rate_from_stamps(stamps, spec.warmup, spec.batch_size)
+
+
+def train_with_step_wrapper(spec, wrap_step, check_gradient_norm=True, extra_steps=0,
+                            after=None):
+  """Runs trainer.train on `spec` (one clone, local) with every step wrapped.
+
+  Args:
+    spec: what to train; `spec.warmup + spec.steps + extra_steps` steps run.
+    wrap_step: function(run_step, sess, train_op, global_step) returning what
+      a step returns, (loss, should_stop); `run_step()` is the trainer's own
+      step (TrainStepRunner's), which the wrapper times or replaces.
+    check_gradient_norm: train_config.check_gradient_norm.
+    extra_steps: steps beyond the warm-up and timed ones.
+    after: function(train_dir) called once training ended, before the
+      temporary train_dir is removed.
+  """
   from trainer import trainer  # noqa: PLC0415
   from trainer import training_loop  # noqa: PLC0415
-  stamps, wall_stamps = [], []
   base = training_loop.TrainStepRunner
 
-  class StampedRunner(base):
+  class WrappedRunner(base):
     def __call__(self, sess, train_op, global_step, train_step_kwargs):
-      if tracer is not None and len(stamps) >= spec.warmup:
-        # The same fetches as TrainStepRunner's step, traced.
-        loss, _ = tracer.run(sess, [train_op, global_step])
-        stamps.append(time.perf_counter())
-        return loss, len(stamps) >= spec.warmup + spec.steps
-      result = base.__call__(self, sess, train_op, global_step, train_step_kwargs)
-      stamps.append(time.perf_counter())
-      wall_stamps.append(time.time())
-      return result
+      return wrap_step(
+          lambda: base.__call__(self, sess, train_op, global_step, train_step_kwargs),
+          sess, train_op, global_step)
 
-  training_loop.TrainStepRunner = StampedRunner
+  config = train_config(spec, check_gradient_norm)
+  config.num_steps += extra_steps
+  training_loop.TrainStepRunner = WrappedRunner
   try:
     with tempfile.TemporaryDirectory() as train_dir:
-      trainer.train(spec.tensor_dict, spec.model, _train_config(spec, check_gradient_norm),
-                    master='', task=0,
+      trainer.train(spec.tensor_dict, spec.model, config, master='', task=0,
                     num_clones=1, worker_replicas=1, clone_on_cpu=True, ps_tasks=0,
                     worker_job_name='worker', is_chief=True, train_dir=train_dir,
                     session_config_override=spec.session_config())
-      if tracer is None:
-        spec.window_writes[name].append(
-            writes_in_window(train_dir, wall_stamps[spec.warmup], wall_stamps[-1]))
+      if after is not None:
+        after(train_dir)
   finally:
     training_loop.TrainStepRunner = base
-  return bench_util.rate_from_stamps(stamps, spec.warmup, spec.batch_size)
 
 
 def _session_loop(spec, build_inputs, tracer=None):
   """Builds the train op over `build_inputs()` and times a bare Session loop."""
+  return _time_bare_loop(spec, *bare_loop_graph(spec, build_inputs), tracer)
+
+
+def bare_loop_graph(spec, build_inputs):
+  """A graph with the train op over `build_inputs()`; returns (graph, step fetches)."""
   graph = tf.Graph()
   with graph.as_default():
     images, labels = build_inputs()
     # Like tf_cnn_benchmarks, the loop fetches the loss with the train op: every
     # trainer logs it and checks it for NaN, so it is part of a training step.
     step_fetches = _train_op(spec.model(), images, labels)
-  return _time_bare_loop(spec, graph, step_fetches, tracer)
+  return graph, step_fetches
 
 
-def _time_bare_loop(spec, graph, step_fetches, tracer=None):
-  """Initialises `graph`, starts its queue runners and times `step_fetches` per step."""
+@contextlib.contextmanager
+def started_session(spec, graph):
+  """A session over `graph`, initialised, with its queue runners running."""
   with graph.as_default():
     init = tf.group(tf.compat.v1.global_variables_initializer(),
                     tf.compat.v1.local_variables_initializer())
@@ -276,6 +313,17 @@ def _time_bare_loop(spec, graph, step_fetches, tracer=None):
     sess.run(init)
     coord = tf.train.Coordinator()
     threads = tf.compat.v1.train.start_queue_runners(sess=sess, coord=coord)
+    try:
+      yield sess
+    finally:
+      coord.request_stop()
+      sess.close()
+      coord.join(threads, stop_grace_period_secs=5, ignore_live_threads=True)
+
+
+def _time_bare_loop(spec, graph, step_fetches, tracer=None):
+  """Initialises `graph`, starts its queue runners and times `step_fetches` per step."""
+  with started_session(spec, graph) as sess:
     if tracer is None:
       rate = bench_util.timed_steps(sess.make_callable(step_fetches), spec.warmup, spec.steps)
     else:
@@ -284,9 +332,6 @@ def _time_bare_loop(spec, graph, step_fetches, tracer=None):
       for _ in range(spec.steps):
         tracer.run(sess, step_fetches)
       rate = 1e3 / bench_util.median(tracer.wall_ms)
-    coord.request_stop()
-    sess.close()
-    coord.join(threads, stop_grace_period_secs=5, ignore_live_threads=True)
   return rate * spec.batch_size
 
 
@@ -298,7 +343,7 @@ def run_session_trainer_graph(spec, tracer=None):
   """
   from trainer import trainer  # noqa: PLC0415
   built = trainer.build_training_graph(
-      spec.tensor_dict, spec.model, _train_config(spec, check_gradient_norm=False), task=0,
+      spec.tensor_dict, spec.model, train_config(spec, check_gradient_norm=False), task=0,
       num_clones=1, worker_replicas=1, clone_on_cpu=True, ps_tasks=0,
       worker_job_name='worker')
   return _time_bare_loop(spec, built.graph, [built.train_tensor, built.step_after_update],
@@ -307,20 +352,22 @@ def run_session_trainer_graph(spec, tracer=None):
 
 def run_session_queue(spec, tracer=None):
   """(c): Session loop over the same BatchQueue the trainer builds."""
-  from core import batcher  # noqa: PLC0415
+  return _session_loop(spec, lambda: batch_queue_inputs(spec), tracer)
 
-  def inputs():
-    tensor_dict = spec.tensor_dict()
-    tensor_dict[fields.InputDataFields.image] = tf.expand_dims(
-        tensor_dict[fields.InputDataFields.image], 0)
-    queue = batcher.BatchQueue(tensor_dict, batch_size=spec.batch_size,
-                               batch_queue_capacity=150,
-                               num_batch_queue_threads=spec.threads, prefetch_queue_capacity=5)
-    examples = queue.dequeue()
-    images = tf.concat([e[fields.InputDataFields.image] for e in examples], 0)
-    labels = tf.stack([e[fields.InputDataFields.label] for e in examples]) - 1
-    return images, labels
-  return _session_loop(spec, inputs, tracer)
+
+def batch_queue_inputs(spec):
+  """(c)'s input: images and 0-based labels from a BatchQueue like the trainer's."""
+  from core import batcher  # noqa: PLC0415
+  tensor_dict = spec.tensor_dict()
+  tensor_dict[fields.InputDataFields.image] = tf.expand_dims(
+      tensor_dict[fields.InputDataFields.image], 0)
+  queue = batcher.BatchQueue(tensor_dict, batch_size=spec.batch_size,
+                             batch_queue_capacity=150,
+                             num_batch_queue_threads=spec.threads, prefetch_queue_capacity=5)
+  examples = queue.dequeue()
+  images = tf.concat([e[fields.InputDataFields.image] for e in examples], 0)
+  labels = tf.stack([e[fields.InputDataFields.label] for e in examples]) - 1
+  return images, labels
 
 
 def run_session_dataset(spec, tracer=None):

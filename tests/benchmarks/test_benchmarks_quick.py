@@ -32,6 +32,7 @@ def _run_quick(module, *extra_args, timeout=300):
 @pytest.mark.parametrize('module', [
     'benchmarks.input_pipeline',
     'benchmarks.overhead',
+    'benchmarks.overhead_paired',
     'benchmarks.clone_scaling',
     'benchmarks.distributed',
 ])

@@ -508,5 +508,43 @@ def test_startup_delay_steps_hold_a_workers_first_step_until_the_global_step_rea
   assert step_seen == (4 if not is_chief else 1)
 
 
+def test_runner_step_errors_name_the_failing_op_as_session_run_does():
+  # The runner's step runs through a callable; its errors must still carry
+  # the failing op and where it was created, as Session.run's do.
+  with tf.Graph().as_default():
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    with tf.control_dependencies([tf.debugging.Assert(
+        False, ['the step failed on purpose'], name='failing_check')]):
+      train_op = tf.compat.v1.assign_add(global_step, 1)
+    runner = training_loop.TrainStepRunner(number_of_steps=10, log_every_n_steps=0)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      with pytest.raises(tf.errors.InvalidArgumentError,
+                         match='the step failed on purpose') as raised:
+        runner(sess, train_op, global_step, {})
+  assert raised.value.op is not None and raised.value.op.name == 'failing_check/Assert'
+  assert 'Detected at node' in raised.value.message
+  assert 'test_trainer.py' in raised.value.message
+
+
+def test_runner_steps_on_after_its_session_is_replaced():
+  # A recovered task gets a new session from the Supervisor; the runner's
+  # per-session callable must follow it.
+  with tf.Graph().as_default():
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    train_op = tf.compat.v1.assign_add(global_step, 1)
+    with tf.control_dependencies([train_op]):
+      step_after_update = global_step.read_value()
+    runner = training_loop.TrainStepRunner(number_of_steps=10, log_every_n_steps=0,
+                                           step_after_update=step_after_update)
+    with tf.compat.v1.Session() as first:
+      first.run(tf.compat.v1.global_variables_initializer())
+      assert runner(first, train_op, global_step, {}) == (1, False)
+    with tf.compat.v1.Session() as second:
+      second.run(global_step.assign(5))
+      assert runner(second, train_op, global_step, {}) == (6, False)
+  assert runner.last_step == 6
+
+
 if __name__ == '__main__':
   sys.exit(pytest.main([__file__, '-q']))

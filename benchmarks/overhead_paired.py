@@ -1,0 +1,148 @@
+"""Trainer overhead in interleaved bursts: trainer.train and a bare loop in turns.
+
+`benchmarks.overhead` times each variant in its own run, a few seconds apart.
+On a shared 2-core machine two such runs differ by 5-15 % (the machine's speed
+moves between them), far more than the 2 % the overhead goal is about, so its
+ratios often do not resolve. Here the bare loop runs *inside* the trainer's
+run: its graph and session are built and started first; then, after every K
+timed trainer steps, K steps of the bare loop run, and so on. Each pair of
+bursts is measured within seconds, so a drift of the machine's speed reaches
+both variants alike, and a repeat's ratio is the sum of the bare bursts' time
+over the sum of the trainer bursts' time.
+
+    python -m benchmarks.overhead_paired --models=resnet_v1_50 --burst=10
+
+What is paired (same model, data, thread setting and step counts as
+`benchmarks.overhead`):
+
+* (a) trainer.train against (c) a `Session.run` loop over the same
+  BatchQueue, and (a') (gradient-norm check off) against its own (c);
+* a trainer burst counts from the end of the previous burst (or of the
+  warm-up) to the end of its last step, so it includes the trainer's loop
+  between steps; the bare loop's queue runners idle on a full queue while the
+  trainer runs, and the trainer's while the bare loop runs;
+* the variants' order alternates between repeats ((a), (a'), then (a'),
+  (a)); the verdict rule is `benchmarks.bench_util.verdict`'s (every repeat
+  on one side of the goal, at least 5 repeats).
+"""
+
+import sys
+import time
+
+from absl import app
+from absl import flags
+from absl import logging
+import tensorflow as tf
+
+from benchmarks import bench_util
+from benchmarks import overhead
+
+FLAGS = flags.FLAGS
+flags.DEFINE_integer('burst', 10, 'Steps per burst of each variant.')
+
+PAIRS = (('a', True), ('a_nocheck', False))
+
+
+def run_paired(spec, burst, check_gradient_norm):
+  """One repeat: the trainer and a bare loop in alternating bursts of `burst` steps.
+
+  Args:
+    spec: an overhead.Spec; spec.steps must be a multiple of `burst`.
+    burst: steps per burst.
+    check_gradient_norm: the trainer's train_config.check_gradient_norm.
+
+  Returns:
+    (trainer images/sec, bare loop images/sec) over the timed bursts.
+  """
+  graph, fetches = overhead.bare_loop_graph(spec, lambda: overhead.batch_queue_inputs(spec))
+  seconds = {'trainer': 0.0, 'bare': 0.0}
+  with overhead.started_session(spec, graph) as bare_sess:
+    bare_step = bare_sess.make_callable(fetches)
+    for _ in range(spec.warmup):
+      bare_step()
+    done = [0, None]  # trainer steps finished, start of the current trainer burst
+
+    def step_then_bare_burst(run_step, sess, train_op, global_step):
+      del sess, train_op, global_step
+      result = run_step()
+      done[0] += 1
+      timed = done[0] - spec.warmup
+      if timed == 0:
+        done[1] = time.perf_counter()
+      elif 0 < timed <= spec.steps and timed % burst == 0:
+        seconds['trainer'] += time.perf_counter() - done[1]
+        start = time.perf_counter()
+        for _ in range(burst):
+          bare_step()
+        seconds['bare'] += time.perf_counter() - start
+        done[1] = time.perf_counter()
+      return result
+
+    # One step past the timed ones, so the last burst does not include the
+    # trainer's end of training (its log line, the session close's watch).
+    overhead.train_with_step_wrapper(spec, step_then_bare_burst, check_gradient_norm,
+                                     extra_steps=1)
+  images = spec.steps * spec.batch_size
+  return images / seconds['trainer'], images / seconds['bare']
+
+
+def run_benchmark(spec, repeats, burst, out=sys.stdout):
+  """Measures (a)/(c) and (a')/(c) in bursts; prints rates, ratios and verdicts.
+
+  Returns:
+    dict {'a', 'c_for_a', 'a_nocheck', 'c_for_a_nocheck': [images/sec per repeat]}.
+  """
+  print('\n== %s %dx%d, batch %d, %d threads, %d warm-up + %d timed steps in bursts of %d'
+        ' x %d repeats' % (spec.net, spec.image_size, spec.image_size, spec.batch_size,
+                           spec.threads, spec.warmup, spec.steps, burst, repeats),
+        file=out, flush=True)
+  results = {}
+  for repeat in range(repeats):
+    for name, check in (PAIRS[::-1] if repeat % 2 else PAIRS):
+      trainer_rate, bare_rate = run_paired(spec, burst, check)
+      results.setdefault(name, []).append(trainer_rate)
+      results.setdefault('c_for_' + name, []).append(bare_rate)
+      print('  repeat %d %-10s %10.1f   bare loop beside it %10.1f   ratio %.3f' % (
+          repeat + 1, name, trainer_rate, bare_rate, trainer_rate / bare_rate),
+            file=out, flush=True)
+  labels = {'a': overhead.LABELS['a'], 'a_nocheck': overhead.LABELS['a_nocheck'],
+            'c_for_a': '(c) Session loop, in bursts beside (a)',
+            'c_for_a_nocheck': "(c) Session loop, in bursts beside (a')"}
+  bench_util.print_table('%s images/sec, interleaved' % spec.net, results, 'img/s', labels,
+                         out=out)
+  print(bench_util.ratio_line('(a)/(c) interleaved', results['a'], results['c_for_a'],
+                              goal=overhead.TRAINER_GOAL), file=out)
+  print(bench_util.ratio_line("(a')/(c) interleaved [without the gradient-norm check]",
+                              results['a_nocheck'], results['c_for_a_nocheck'],
+                              goal=overhead.TRAINER_GOAL), file=out)
+  check_price = [(a / ca) / (n / cn) for a, ca, n, cn in zip(
+      results['a'], results['c_for_a'], results['a_nocheck'], results['c_for_a_nocheck'])]
+  print("ratio of ratios ((a)/(c)) / ((a')/(c)) [price of the gradient-norm check] = %.3f "
+        '(per repeat %s)' % (bench_util.median(check_price),
+                             ' '.join('%.3f' % r for r in check_price)), file=out)
+  out.flush()
+  return results
+
+
+def main(argv):
+  del argv
+  logging.set_verbosity(logging.WARNING)
+  tf.get_logger().setLevel('ERROR')
+  warmup, steps, repeats, burst = FLAGS.warmup, FLAGS.steps, FLAGS.repeats, FLAGS.burst
+  models, image_size = FLAGS.models, FLAGS.image_size
+  if FLAGS.quick:
+    warmup, steps, repeats, burst, models, image_size = 3, 20, 1, 5, ['small_cnn'], 16
+  elif warmup < 10 or steps < 100 or repeats < 5:
+    raise app.UsageError('full mode needs --warmup >= 10, --steps >= 100, --repeats >= 5')
+  if burst < 1 or steps % burst:
+    raise app.UsageError('--burst=%d must be >= 1 and divide --steps=%d' % (burst, steps))
+  for net in models:
+    batch = FLAGS.resnet_batch_size if net.startswith('resnet') else FLAGS.batch_size
+    if FLAGS.quick:
+      batch = 8
+    spec = overhead.Spec(net, image_size, batch, FLAGS.threads, warmup, steps)
+    run_benchmark(spec, repeats, burst)
+
+
+if __name__ == '__main__':
+  app.run(main)
