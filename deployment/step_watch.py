@@ -74,6 +74,14 @@ class StepWatch(object):
     self._start_timeout = (timeout_secs, setting)
     self._record(None, False)
 
+  def still_starting(self):
+    """Records progress before the first step (a peer answered); re-arms the start deadline.
+
+    Without a preceding `session_starting` it does nothing.
+    """
+    if self._start_timeout is not None:
+      self._record(None, False)
+
   def step_done(self, step, ending=False):
     """Records a finished step at `step`; the first call starts watching.
 

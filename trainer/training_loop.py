@@ -117,7 +117,6 @@ class TrainStepRunner:
     self._faults = faults or fault_tolerance.TaskFaults()
     self._replica_monitor = replica_monitor
     self._startup_delay_steps = startup_delay_steps if not is_chief else 0
-    self._session_start_timeout = None
     self._step_watch = None
     if self._faults.session_peers and self._faults.step_timeout_secs:
       self._step_watch = step_watch.StepWatch(
@@ -179,11 +178,10 @@ class TrainStepRunner:
     """
     if self._step_watch is None:
       return
-    self._session_start_timeout = (
+    self._step_watch.session_starting(
         startup_timeout_secs + self._faults.step_timeout_secs,
         'deploy_config.startup_timeout_secs + %s' % (
             self._faults.step_timeout_setting.replace('deploy_config.', '')))
-    self._step_watch.session_starting(*self._session_start_timeout)
 
   def _wait_for_startup_delay(self, sess, global_step):
     """Waits until the global step reaches `startup_delay_steps` (or the last step).
@@ -195,8 +193,8 @@ class TrainStepRunner:
     while not self._preempt_requested.is_set():
       if int(sess.run(global_step)) >= target:
         return
-      if self._session_start_timeout is not None:
-        self._step_watch.session_starting(*self._session_start_timeout)
+      if self._step_watch is not None:
+        self._step_watch.still_starting()
       time.sleep(1.0)
 
   def stop_watching(self):

@@ -229,6 +229,13 @@ _STALLS = {
     # still inside its poll, must not take the new watch with it.
     'session_start': ('watch.step_done(6); watch.stop(); watch.session_starting('
                       '4, "deploy_config.startup_timeout_secs + recovery_timeout_secs")'),
+    # A worker's startup_delay_steps wait: each answered step read re-arms the
+    # start deadline, here for longer than the deadline itself.
+    'startup_wait': ('watch.step_done(6); watch.stop(); watch.session_starting('
+                     '2, "deploy_config.startup_timeout_secs + recovery_timeout_secs")\n'
+                     'for _ in range(6):\n'
+                     '    time.sleep(0.5)\n'
+                     '    watch.still_starting()'),
 }
 _STALL_MESSAGES = {
     'step': ('no training step finished for 2 s since global step 6', 'recovery_timeout_secs=2'),
@@ -236,6 +243,8 @@ _STALL_MESSAGES = {
                    'have not finished in 2 s', 'recovery_timeout_secs=2'),
     'session_start': ('no training step finished within 4 s of starting the session',
                       'startup_timeout_secs + recovery_timeout_secs=4'),
+    'startup_wait': ('no training step finished within 2 s of starting the session',
+                     'startup_timeout_secs + recovery_timeout_secs=2'),
 }
 
 
