@@ -269,7 +269,7 @@ def build_init_fn(detection_model, train_config):
                                   include_global_step=False)
 
 
-def transform_gradients(grads_and_vars, train_config):
+def transform_gradients(grads_and_vars, train_config, wait_for=None):
   """Applies the train config's gradient surgery, in the OD trainer's order.
 
   Shared by `train()` and `trainer.model_lib`'s Estimator model_fn.
@@ -279,6 +279,8 @@ def transform_gradients(grads_and_vars, train_config):
     train_config: a `train_pb2.TrainConfig`: `bias_grad_multiplier`,
       `freeze_variables`, `update_trainable_variables`,
       `gradient_clipping_by_norm`, `check_gradient_norm` (see trainer.numerics).
+    wait_for: optional tensor or op (the checked loss) the returned gradients
+      wait for, with the gradient-norm check when that is on.
 
   Returns:
     The transformed list of (gradient, variable) pairs.
@@ -300,13 +302,10 @@ def transform_gradients(grads_and_vars, train_config):
           grads_and_vars, train_config.gradient_clipping_by_norm)
   if train_config.check_gradient_norm and not train_config.use_mixed_precision:
     # Mixed precision's dynamic loss scale skips inf steps by itself.
-    grads_and_vars = numerics.check_gradient_norm(grads_and_vars)
+    return numerics.check_gradient_norm(grads_and_vars, also_wait_for=wait_for)
+  if wait_for is not None:
+    return numerics.gate_gradients(grads_and_vars, wait_for)
   return grads_and_vars
-
-
-def _gate_gradients(grads_and_vars, gate):
-  """Makes every gradient wait for `gate` (the checked total loss)."""
-  return numerics.gate_gradients(grads_and_vars, gate)
 
 
 def _release_workers_then(sync_optimizer, on_finish):
@@ -470,10 +469,9 @@ def _build_update(clones, optimizer, global_step, train_config, stamp=None):
   total_loss = tf.debugging.check_numerics(
       numerics.inject_nan_loss(total_loss, global_step, train_config.debug_nan_loss_at_step),
       training_loop.NAN_LOSS_MESSAGE)
-  # The update waits for the numerics checks (loss first, then the gradient
-  # norm in transform_gradients), so a NaN step changes nothing.
-  grads_and_vars = transform_gradients(_gate_gradients(grads_and_vars, total_loss),
-                                       train_config)
+  # The update waits for the numerics checks (the loss, and the gradient norm
+  # in transform_gradients), so a NaN step changes nothing.
+  grads_and_vars = transform_gradients(grads_and_vars, train_config, wait_for=total_loss)
   update_ops.append(model_deploy.apply_gradients(clones, optimizer, grads_and_vars,
                                                  global_step=global_step))
   if stamp is not None:  # After apply_gradients created the sync local step.

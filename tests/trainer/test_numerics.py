@@ -57,6 +57,24 @@ def test_sparse_and_missing_gradients_are_checked_and_kept():
         sess.run(checked[0][0].values, {values: [[np.inf, 0.0]]})
 
 
+
+def test_a_nan_loss_is_reported_before_its_nan_gradients():
+  # One identity per gradient waits for both checks; the norm check runs
+  # after the loss check, so a NaN loss never reads as a gradient failure.
+  with tf.Graph().as_default():
+    var = tf.compat.v1.get_variable('w', initializer=tf.constant([1.0, 2.0]))
+    loss = tf.debugging.check_numerics(tf.reduce_sum(var) * np.nan, 'LOSS IS NAN')
+    grads_and_vars = numerics.check_gradient_norm(
+        tf.compat.v1.train.GradientDescentOptimizer(1.0).compute_gradients(loss),
+        also_wait_for=loss)
+    train_op = tf.compat.v1.train.GradientDescentOptimizer(1.0).apply_gradients(grads_and_vars)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      for _ in range(20):
+        with pytest.raises(tf.errors.InvalidArgumentError, match='LOSS IS NAN'):
+          sess.run(train_op)
+      np.testing.assert_array_equal(sess.run(var), [1.0, 2.0])
+
 def test_inject_nan_loss_only_at_the_chosen_step():
   with tf.Graph().as_default():
     step = tf.compat.v1.placeholder(tf.int64, [])
