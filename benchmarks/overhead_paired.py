@@ -23,7 +23,10 @@ What is paired (same model, data, thread setting and step counts as
   trainer runs, and the trainer's while the bare loop runs;
 * the variants' order alternates between repeats ((a), (a'), then (a'),
   (a)); the verdict rule is `benchmarks.bench_util.verdict`'s (every repeat
-  on one side of the goal, at least 5 repeats).
+  on one side of the goal, at least 5 repeats);
+* each repeat also gives the median, over its burst pairs, of a pair's time
+  ratio: one burst slowed by another tenant moves that median little, while
+  it moves the repeat's summed ratio by its whole delay.
 """
 
 import sys
@@ -52,10 +55,11 @@ def run_paired(spec, burst, check_gradient_norm):
     check_gradient_norm: the trainer's train_config.check_gradient_norm.
 
   Returns:
-    (trainer images/sec, bare loop images/sec) over the timed bursts.
+    (trainer images/sec, bare loop images/sec) over the timed bursts, and
+    the median over burst pairs of (bare burst time / trainer burst time).
   """
   graph, fetches = overhead.bare_loop_graph(spec, lambda: overhead.batch_queue_inputs(spec))
-  seconds = {'trainer': 0.0, 'bare': 0.0}
+  seconds = {'trainer': [], 'bare': []}  # one entry per burst
   with overhead.started_session(spec, graph) as bare_sess:
     bare_step = bare_sess.make_callable(fetches)
     for _ in range(spec.warmup):
@@ -70,11 +74,11 @@ def run_paired(spec, burst, check_gradient_norm):
       if timed == 0:
         done[1] = time.perf_counter()
       elif 0 < timed <= spec.steps and timed % burst == 0:
-        seconds['trainer'] += time.perf_counter() - done[1]
+        seconds['trainer'].append(time.perf_counter() - done[1])
         start = time.perf_counter()
         for _ in range(burst):
           bare_step()
-        seconds['bare'] += time.perf_counter() - start
+        seconds['bare'].append(time.perf_counter() - start)
         done[1] = time.perf_counter()
       return result
 
@@ -83,7 +87,9 @@ def run_paired(spec, burst, check_gradient_norm):
     overhead.train_with_step_wrapper(spec, step_then_bare_burst, check_gradient_norm,
                                      extra_steps=1)
   images = spec.steps * spec.batch_size
-  return images / seconds['trainer'], images / seconds['bare']
+  pair_ratio = bench_util.median([bare / trainer for trainer, bare in zip(
+      seconds['trainer'], seconds['bare'])])
+  return images / sum(seconds['trainer']), images / sum(seconds['bare']), pair_ratio
 
 
 def run_benchmark(spec, repeats, burst, out=sys.stdout):
@@ -96,14 +102,16 @@ def run_benchmark(spec, repeats, burst, out=sys.stdout):
         ' x %d repeats' % (spec.net, spec.image_size, spec.image_size, spec.batch_size,
                            spec.threads, spec.warmup, spec.steps, burst, repeats),
         file=out, flush=True)
-  results = {}
+  results, pair_ratios = {}, {}
   for repeat in range(repeats):
     for name, check in (PAIRS[::-1] if repeat % 2 else PAIRS):
-      trainer_rate, bare_rate = run_paired(spec, burst, check)
+      trainer_rate, bare_rate, pair_ratio = run_paired(spec, burst, check)
       results.setdefault(name, []).append(trainer_rate)
       results.setdefault('c_for_' + name, []).append(bare_rate)
-      print('  repeat %d %-10s %10.1f   bare loop beside it %10.1f   ratio %.3f' % (
-          repeat + 1, name, trainer_rate, bare_rate, trainer_rate / bare_rate),
+      pair_ratios.setdefault(name, []).append(pair_ratio)
+      print('  repeat %d %-10s %10.1f   bare loop beside it %10.1f   ratio %.3f   '
+            'median burst pair %.3f' % (repeat + 1, name, trainer_rate, bare_rate,
+                                        trainer_rate / bare_rate, pair_ratio),
             file=out, flush=True)
   labels = {'a': overhead.LABELS['a'], 'a_nocheck': overhead.LABELS['a_nocheck'],
             'c_for_a': '(c) Session loop, in bursts beside (a)',
@@ -115,6 +123,12 @@ def run_benchmark(spec, repeats, burst, out=sys.stdout):
   print(bench_util.ratio_line("(a')/(c) interleaved [without the gradient-norm check]",
                               results['a_nocheck'], results['c_for_a_nocheck'],
                               goal=overhead.TRAINER_GOAL), file=out)
+  for name, label in (('a', '(a)/(c)'), ('a_nocheck', "(a')/(c)")):
+    print('ratio %s, median burst pair = %.3f (per repeat %s) goal >= %.2f: %s' % (
+        label, bench_util.median(pair_ratios[name]),
+        ' '.join('%.3f' % r for r in pair_ratios[name]), overhead.TRAINER_GOAL,
+        bench_util.verdict(pair_ratios[name], [1.0] * repeats, overhead.TRAINER_GOAL)),
+          file=out)
   check_price = [(a / ca) / (n / cn) for a, ca, n, cn in zip(
       results['a'], results['c_for_a'], results['a_nocheck'], results['c_for_a_nocheck'])]
   print("ratio of ratios ((a)/(c)) / ((a')/(c)) [price of the gradient-norm check] = %.3f "
