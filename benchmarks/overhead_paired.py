@@ -64,22 +64,23 @@ def run_paired(spec, burst, check_gradient_norm):
     bare_step = bare_sess.make_callable(fetches)
     for _ in range(spec.warmup):
       bare_step()
-    done = [0, None]  # trainer steps finished, start of the current trainer burst
+    trainer_steps, burst_start = 0, None
 
     def step_then_bare_burst(run_step, sess, train_op, global_step):
+      nonlocal trainer_steps, burst_start
       del sess, train_op, global_step
       result = run_step()
-      done[0] += 1
-      timed = done[0] - spec.warmup
+      trainer_steps += 1
+      timed = trainer_steps - spec.warmup
       if timed == 0:
-        done[1] = time.perf_counter()
+        burst_start = time.perf_counter()
       elif 0 < timed <= spec.steps and timed % burst == 0:
-        seconds['trainer'].append(time.perf_counter() - done[1])
+        seconds['trainer'].append(time.perf_counter() - burst_start)
         start = time.perf_counter()
         for _ in range(burst):
           bare_step()
         seconds['bare'].append(time.perf_counter() - start)
-        done[1] = time.perf_counter()
+        burst_start = time.perf_counter()
       return result
 
     # One step past the timed ones, so the last burst does not include the
