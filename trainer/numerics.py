@@ -19,8 +19,8 @@ float32 (above about 2.6e19) counts as inf: such an update is useless anyway.
 Mixed precision skips the check, because its dynamic loss scale expects
 occasional inf gradients and skips those steps itself. Its price is one pass
 over all gradients per step, fixed whatever the batch, and the applies waiting
-for the whole backward pass: timed on a 2-core CPU, 1.4 % of a ResNet-50 step at
-32x32 batch 8 and 2.2 % at 224x224 batch 4 (benchmarks/RESULTS.md, paired runs);
+for the whole backward pass: timed on a 2-core CPU, about 3.5 % of a ResNet-50 step
+at 32x32 batch 8 and 2.2 % at 224x224 batch 4 (benchmarks/RESULTS.md, paired runs);
 `check_gradient_norm: false` turns it off.
 
 `inject_nan_loss` is a debugging option (`train_config.debug_nan_loss_at_step`):
