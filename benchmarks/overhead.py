@@ -568,6 +568,13 @@ def profile_benchmark(spec, out=sys.stdout):
   return tracers
 
 
+def batch_size_for(net):
+  """The batch size flag that applies to `net`; 8 in --quick mode."""
+  if FLAGS.quick:
+    return 8
+  return FLAGS.resnet_batch_size if net.startswith('resnet') else FLAGS.batch_size
+
+
 def main(argv):
   del argv
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
@@ -589,10 +596,7 @@ def main(argv):
     raise app.UsageError('--variants: unknown %s (choose from %s)'
                          % (sorted(unknown), sorted(LABELS)))
   for net in models:
-    batch = FLAGS.resnet_batch_size if net.startswith('resnet') else FLAGS.batch_size
-    if FLAGS.quick:
-      batch = 8
-    spec = Spec(net, image_size, batch, FLAGS.threads, warmup, steps)
+    spec = Spec(net, image_size, batch_size_for(net), FLAGS.threads, warmup, steps)
     if FLAGS.profile:
       profile_benchmark(spec)
     else:

@@ -152,10 +152,8 @@ def main(argv):
   if burst < 1 or steps % burst:
     raise app.UsageError('--burst=%d must be >= 1 and divide --steps=%d' % (burst, steps))
   for net in models:
-    batch = FLAGS.resnet_batch_size if net.startswith('resnet') else FLAGS.batch_size
-    if FLAGS.quick:
-      batch = 8
-    spec = overhead.Spec(net, image_size, batch, FLAGS.threads, warmup, steps)
+    spec = overhead.Spec(net, image_size, overhead.batch_size_for(net), FLAGS.threads,
+                         warmup, steps)
     run_benchmark(spec, repeats, burst)
 
 
