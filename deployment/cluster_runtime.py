@@ -10,7 +10,8 @@ or `trainer.estimator.train_and_evaluate`), follows one protocol:
    timeout is spent, instead of TF's silent, endless retry.
 2. Serving. A ps task runs `serve_until_training_done`: it serves the
    variables and, between polls of its done queue, checks that the chief's
-   port still answers.
+   port still answers (it gives up `PS_CHIEF_TIMEOUT_MARGIN_SECS` after the
+   training tasks would, so that they always exit first).
 3. Done signal. Each ps task owns a small FIFO queue, shared by name. A
    training task that stopped puts its token (-1 for a chief or master, else
    its worker index), a status and a reason into every ps task's queue
@@ -51,6 +52,14 @@ from deployment import exit_codes
 
 _DONE_QUEUE_NAME = 'slimtrain_training_done_%d'
 _POLL_SECS = 2.0
+# A ps gives up on a lost chief this much later than the training tasks do.
+# Every task measures the same outage, from its own last answer of the
+# chief's port (each checks every _POLL_SECS, and a probe of a dropped route
+# takes up to 1 s), so without a margin which one reaches the limit first is
+# a race: a worker that lost the race also found the ps gone and blamed both.
+# With it every training task names the chief alone and exits first, then the
+# ps follows (docs/fault_tolerance.md, "A lost chief").
+PS_CHIEF_TIMEOUT_MARGIN_SECS = 10
 
 # What a training task tells the ps tasks with its token.
 FINISHED = 0   # training reached its end
@@ -353,15 +362,19 @@ def serve_until_training_done(server, cluster, chief_timeout_secs=300,
 
   After the chief's signal the ps keeps serving until every other worker has
   said it finished too (so none loses its variables mid-step), but at most
-  `chief_timeout_secs`. After SIGTERM it keeps serving until the chief (its
+  `chief_timeout_secs`. A chief lost while training runs ends it after
+  `chief_timeout_secs + PS_CHIEF_TIMEOUT_MARGIN_SECS`: the training tasks,
+  which watch the same chief with `chief_timeout_secs`, exit first and name
+  the chief, not this ps, as what they lost. After SIGTERM it keeps serving until the chief (its
   final checkpoint written) and the workers said they stopped, but at most
   `termination_grace_secs`.
 
   Args:
     server: this ps task's started `tf.distribute.Server`.
     cluster: its `deployment.cluster.ClusterConfig`.
-    chief_timeout_secs: exit with ChiefLostError once the chief, after having
-      been seen, is unreachable this long.
+    chief_timeout_secs: the training tasks' limit for a lost chief; this ps
+      raises ChiefLostError once the chief, after having been seen, is
+      unreachable this long plus `PS_CHIEF_TIMEOUT_MARGIN_SECS`.
     startup_timeout_secs: same, for a chief that is never seen at all.
     chief_seen: True when the caller has just talked to the chief (e.g. the
       startup cluster check), so `chief_timeout_secs` applies from now on.
@@ -386,9 +399,10 @@ def serve_until_training_done(server, cluster, chief_timeout_secs=300,
       config = tf.compat.v1.ConfigProto(
           device_filters=['/job:ps/task:%d' % cluster.task_index])
       with tf.compat.v1.Session(server.target, graph=graph, config=config) as sess:
-        chief_watch = ChiefWatch(cluster, chief_timeout_secs, startup_timeout_secs,
-                                 chief_seen=chief_seen,
-                                 setting='%s.chief_timeout_secs' % config_name)
+        chief_watch = ChiefWatch(
+            cluster, chief_timeout_secs + PS_CHIEF_TIMEOUT_MARGIN_SECS, startup_timeout_secs,
+            chief_seen=chief_seen, setting='%s.chief_timeout_secs + %d s ps margin' % (
+                config_name, PS_CHIEF_TIMEOUT_MARGIN_SECS))
         while True:
           try:
             tokens.add(*sess.run(dequeue, options=wait_options))

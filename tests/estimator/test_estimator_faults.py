@@ -224,17 +224,21 @@ def test_chief_killed_worker_and_ps_exit_retryable_within_the_chief_timeout(tmp_
     _wait_for_step(group, tasks['worker0'], 1, timeout=_START_SECS)
     os.killpg(tasks['chief0'].pid, signal.SIGKILL)
     killed_at = time.time()
-    others = {n: tasks[n] for n in ('worker0', 'ps0')}
-    codes = lib.wait_all(group, others, timeout=chief_timeout + _MARGIN_SECS)
-    assert codes == {'worker0': exit_codes.RETRYABLE, 'ps0': exit_codes.RETRYABLE}, (
-        codes, group.logs())
-    assert time.time() - killed_at <= chief_timeout + _MARGIN_SECS
-    # The worker stopped training instead of going on with nobody to save its work.
+    # The worker gives up first, naming the chief alone: its ps is still up.
+    code = group.wait(tasks['worker0'], timeout=chief_timeout + _MARGIN_SECS)
+    assert code == exit_codes.RETRYABLE, (code, group.logs())
+    assert tasks['ps0'].poll() is None, ('the ps exited before the worker', group.logs())
     assert re.search(r'worker task 0: chief /job:chief/task:0/device:CPU:0 unreachable for '
                      r'\d+ s \(limit 10 s, RunConfig\.chief_timeout_secs\); exiting',
                      tasks['worker0'].output()), group.logs()
-    # The ps names the Estimator's setting, not the pipeline's.
-    assert 'RunConfig.chief_timeout_secs' in tasks['ps0'].output(), group.logs()
+    # Then the ps, after its margin; it names the Estimator's setting, not the pipeline's.
+    ps_limit = chief_timeout + cluster_runtime.PS_CHIEF_TIMEOUT_MARGIN_SECS
+    code = group.wait(tasks['ps0'], timeout=ps_limit + _MARGIN_SECS)
+    assert code == exit_codes.RETRYABLE, (code, group.logs())
+    assert time.time() - killed_at >= ps_limit - 2 * cluster_runtime._POLL_SECS, group.logs()
+    assert re.search(r'ps task 0: chief \S+ unreachable for \d+ s \(limit %d s, '
+                     r'RunConfig\.chief_timeout_secs \+ 10 s ps margin\); exiting' % ps_limit,
+                     tasks['ps0'].output()), group.logs()
     assert 'deploy_config' not in tasks['ps0'].output(), group.logs()
 
 

@@ -336,14 +336,20 @@ def test_chief_killed_workers_and_ps_exit_retryable_within_chief_timeout(tmp_pat
     lib.wait_for_step(group, tasks['worker0'], 10, timeout=_START_SECS)
     os.killpg(tasks['chief0'].pid, signal.SIGKILL)
     group.wait(tasks['chief0'], timeout=30)
-    remaining = {n: tasks[n] for n in ('worker0', 'ps0')}
-    codes = lib.wait_all(group, remaining, timeout=chief_timeout + _MARGIN_SECS)
-    # Never 0: the worker's steps since the last checkpoint are lost.
-    assert codes == {'worker0': exit_codes.RETRYABLE, 'ps0': exit_codes.RETRYABLE}, (
-        codes, group.logs())
-    for task in remaining.values():
-      assert re.search(r'chief /job:chief/task:0\S* unreachable for \d+ s \(limit 15 s, '
-                       r'deploy_config\.chief_timeout_secs\)', task.output()), group.logs()
+    # Never 0: the worker's steps since the last checkpoint are lost. The
+    # worker gives up first and names the chief alone (its ps is still up).
+    code = group.wait(tasks['worker0'], timeout=chief_timeout + _MARGIN_SECS)
+    assert code == exit_codes.RETRYABLE, (code, group.logs())
+    assert tasks['ps0'].poll() is None, ('the ps exited before the worker', group.logs())
+    assert re.search(r'chief /job:chief/task:0\S* unreachable for \d+ s \(limit 15 s, '
+                     r'deploy_config\.chief_timeout_secs\); exiting', tasks['worker0'].output()), (
+                         group.logs())
+    ps_limit = chief_timeout + cluster_runtime.PS_CHIEF_TIMEOUT_MARGIN_SECS
+    code = group.wait(tasks['ps0'], timeout=ps_limit + _MARGIN_SECS)
+    assert code == exit_codes.RETRYABLE, (code, group.logs())
+    assert re.search(r'chief /job:chief/task:0\S* unreachable for \d+ s \(limit %d s, '
+                     r'deploy_config\.chief_timeout_secs \+ 10 s ps margin\)' % ps_limit,
+                     tasks['ps0'].output()), group.logs()
 
 
 if __name__ == '__main__':
