@@ -28,9 +28,10 @@ What is checked, beyond plain JSON Schema:
   the Kubernetes definition, which is what the operator's pods really get.
   The top-level `metadata` (only `type: object` in a CRD) is checked as
   Kubernetes' ObjectMeta.
-* Kubernetes formats: int-or-string accepts exactly an integer or a string,
-  a quantity is a number or a string like `500m`, `16Gi` or `1e3`, and
-  `int32`/`int64` fields must fit their width.
+* Kubernetes formats: int-or-string accepts an integer or a string (2.5 or
+  `true` are refused), a quantity is a number or a string like `500m`, `16Gi`
+  or `1e3` (not `16GB`), and `int32`/`int64` fields must fit their width.
+  As everywhere in the Kubernetes schemas, an optional field may be null.
 * In CRDs, list entries must be unique where the schema makes the list a set
   or a map (`x-kubernetes-list-type`), as the API server enforces for custom
   resources (two env entries of one name make a TFJob be refused). Built-in
