@@ -45,7 +45,10 @@ setup(
     ],
     extras_require={
         # grpcio-tools: the Makefile recompiles protos in place for the editable checkout.
-        'test': ['pytest', 'pytest-xdist', 'ruff', 'grpcio-tools', 'pandas'],
+        # jsonschema: tests/deployment/k8s_schema.py checks manifests against the Kubernetes
+        # schemas; kubernetes-validate ships those schemas (tools/strip_k8s_schemas.py).
+        'test': ['pytest', 'pytest-xdist', 'ruff', 'grpcio-tools', 'pandas', 'jsonschema',
+                 'kubernetes-validate'],
         # tfe.inputs.pandas_input_fn.
         'pandas': ['pandas'],
     },

@@ -8,6 +8,8 @@ Map:
   annotations.
 * `dataset_util.py`: what both share (tf.Example features, image codec,
   shard names).
+* `strip_k8s_schemas.py` (not a dataset writer): regenerates the Kubernetes
+  schema test data in tests/deployment/k8s_schemas/.
 """
 
 from core import compat  # noqa: F401  (must run before tf_slim is used)
