@@ -2,7 +2,9 @@
 
 Fails when a `test_*.py` has no `slimtrain_py_test` target in its folder's
 BUILD, when a target names a file that does not exist, or when a test file
-lacks the `__main__` block that bazel runs.
+lacks the `__main__` block that bazel runs, or when a file that loads
+TensorFlow is declared `small`: bazel gives small targets 60 s, less than a
+TensorFlow import plus a graph takes on a busy 2-core CI machine.
 """
 
 import ast
@@ -18,6 +20,12 @@ _TESTS_DIR = os.path.dirname(os.path.realpath(__file__))
 # Helper modules whose names start with test_ but hold no tests.
 _LIBRARIES = {'test_util'}
 _TARGET = re.compile(r'slimtrain_py_test\(\s*name\s*=\s*"([^"]+)"', re.S)
+_TARGET_SIZE = re.compile(
+    r'slimtrain_py_test\(\s*name\s*=\s*"([^"]+)"[^)]*?size\s*=\s*"([a-z]+)"', re.S)
+# Every package of the project imports TensorFlow (core/compat.py first).
+_LOADS_TENSORFLOW = re.compile(
+    r'^\s*(import tensorflow|from (tensorflow|deployment|core|builders|models|trainer|tools|'
+    r'benchmarks|protos|tests)[. ])', re.M)
 
 
 def _test_folders():
@@ -64,6 +72,20 @@ def test_every_test_file_runs_as_main(folder, tests):
         for node in tree.body)
     assert has_main, "%s has no `if __name__ == '__main__':` block" % path
 
+
+
+@pytest.mark.parametrize('folder, tests', list(_test_folders()),
+                         ids=lambda v: os.path.relpath(v, _TESTS_DIR) if isinstance(v, str) else '')
+def test_no_file_that_loads_tensorflow_is_a_small_target(folder, tests):
+  with open(os.path.join(folder, 'BUILD'), encoding='utf-8') as f:
+    sizes = dict(_TARGET_SIZE.findall(f.read()))
+  for name in tests:
+    with open(os.path.join(folder, name + '.py'), encoding='utf-8') as f:
+      loads_tensorflow = _LOADS_TENSORFLOW.search(f.read())
+    assert not (sizes.get(name) == 'small' and loads_tensorflow), (
+        '%s/BUILD: %s loads TensorFlow (%r); declare it size = "medium" or larger' % (
+            os.path.relpath(folder, os.path.dirname(_TESTS_DIR)), name,
+            loads_tensorflow.group(0).strip()))
 
 if __name__ == '__main__':
   sys.exit(pytest.main([__file__, '-q']))
