@@ -278,7 +278,8 @@ def manifests(options, kind='tfjob'):
   from deployment import jobset  # pylint: disable=import-outside-toplevel
   if kind == 'jobset':
     return [jobset.jobset_manifest(options), jobset.network_policy(options)]
-  k8s_pods.check_options(options, kind)
+  if kind != 'tfjob':
+    k8s_pods.fail('kind', 'must be one of %s' % ', '.join(k8s_pods.KINDS), kind)
   return [tfjob_manifest(options), network_policy(options)]
 
 
