@@ -173,10 +173,14 @@ def test_file_must_hold_one_jobset(tmp_path):
 # ----------------------------------------------------------------------------
 # Running generated JobSets with deployment.launch.
 
-def _launch(tmp_path, manifest, *args, timeout=120):
-  """Runs `python -m deployment.launch --jobset=<manifest> args`; returns (code, log)."""
-  path = tmp_path / 'job.yaml'
-  path.write_text(yaml.safe_dump_all(manifest) if isinstance(manifest, list) else manifest)
+def _launch(tmp_path, manifests, *args, timeout=120, path=None):
+  """Runs `python -m deployment.launch --jobset=<manifests> args`; returns (code, log).
+
+  `manifests` (a list of dicts) is written to tmp_path/job.yaml unless `path` is given.
+  """
+  if path is None:
+    path = tmp_path / 'job.yaml'
+    path.write_text(yaml.safe_dump_all(manifests))
   log_path = tmp_path / 'launch.out'
   env = dict(os.environ, CUDA_VISIBLE_DEVICES='', PYTHONPATH=cluster_util.REPO_ROOT)
   env.pop('TF_CONFIG', None)
@@ -233,6 +237,15 @@ def test_permanent_exit_code_fails_the_generated_jobset(tmp_path):
   code, log = _launch(tmp_path, manifests, '--backoff_secs=0.05', '--grace_secs=10')
   assert code == 3, log
   assert 'worker:0 exited with code 3, which restart policy ExitCode does not restart' in log
+
+
+@pytest.mark.parametrize('args, message', [
+    (['--tfjob=/nonexistent/a.yaml'], '--tfjob or --jobset, not both'),
+    ([], '--jobset: .*nonexistent/job.yaml does not exist'),
+])
+def test_bad_jobset_flags_are_named(tmp_path, args, message):
+  code, log = _launch(tmp_path, None, *args, path='/nonexistent/job.yaml')
+  assert code == 1 and re.search(message, log), log
 
 
 def test_a_tf_config_that_does_not_match_is_refused(tmp_path):
