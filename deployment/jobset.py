@@ -213,7 +213,9 @@ def _local_restart_policy(job_spec, pod_spec, source, path):
   rules = _get(_get(job_spec, 'podFailurePolicy', source, path + '.podFailurePolicy', dict, {}),
                'rules', source, path + '.podFailurePolicy.rules', list, [])
   for rule in rules:
-    codes = rule.get('onExitCodes') if isinstance(rule, dict) else None
+    if not isinstance(rule, dict):
+      _fail(source, path + '.podFailurePolicy.rules', 'must be a list of mappings', rule)
+    codes = rule.get('onExitCodes')
     if rule.get('action') == 'FailJob' and isinstance(codes, dict):
       if codes.get('operator') == 'In' and codes.get('values') == PERMANENT_EXIT_CODES:
         return replicas_lib.EXIT_CODE
