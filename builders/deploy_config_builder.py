@@ -88,6 +88,46 @@ def build(deploy_config, num_clones=None, clone_on_cpu=None):
                         deployment_options(deploy_config))
 
 
+def placement_text(settings, deploy_config, num_clones=None, clone_on_cpu=None,
+                   num_gpus=None):
+  """The line a training task logs to say where its clones run, and why.
+
+  Args:
+    settings: the `DeploySettings` that `build` returned.
+    deploy_config: the `pipeline_pb2.DeployConfig` it was built from.
+    num_clones: the --num_clones flag (None: not given).
+    clone_on_cpu: the --clone_on_cpu flag (None: not given).
+    num_gpus: GPUs this process sees (default: counted).
+
+  Returns:
+    E.g. 'clones: 2 on GPU:0, GPU:1 (--noclone_on_cpu, overriding
+    deploy_config.clone_on_cpu: true)'. A config that puts the clones on the
+    CPU while GPUs are visible gets a hint: a pod given GPUs must use them
+    (Kubernetes manifests of deployment.tfjob pass --noclone_on_cpu).
+  """
+  if num_gpus is None:
+    num_gpus = len(tf.config.list_physical_devices('GPU'))
+  if settings.clone_on_cpu:
+    where = 'the CPU'
+  else:
+    where = ', '.join('GPU:%d' % i for i in range(settings.num_clones)) if num_gpus else (
+        'the CPU (no GPU visible)')
+  config_value = 'deploy_config.clone_on_cpu: %s' % str(deploy_config.clone_on_cpu).lower()
+  if clone_on_cpu is None:
+    why = config_value
+  elif bool(clone_on_cpu) != deploy_config.clone_on_cpu:
+    why = '--%sclone_on_cpu, overriding %s' % ('' if clone_on_cpu else 'no', config_value)
+  else:
+    why = '--%sclone_on_cpu' % ('' if clone_on_cpu else 'no')
+  count = ('--num_clones=%d' % num_clones if num_clones is not None
+           else 'deploy_config.num_clones: %d' % deploy_config.num_clones)
+  text = 'clones: %d on %s (%s; %s)' % (settings.num_clones, where, why, count)
+  if settings.clone_on_cpu and num_gpus:
+    text += ('; %d GPU(s) visible and unused: pass --noclone_on_cpu to train on them'
+             % num_gpus)
+  return text
+
+
 def cluster_timeouts(deploy_config):
   """The cluster timeouts a `DeployConfig` sets, checked.
 

@@ -21,7 +21,9 @@ Map:
   after the last step and releases the workers.
 * `launch.py`: `python -m deployment.launch`, a whole cluster as local
   processes (restart policies, merged log, SIGTERM forwarding), also from a
-  TFJob manifest; `tfjob.py`: writes (and reads) Kubeflow TFJob manifests;
+  TFJob or JobSet manifest; `tfjob.py`: writes Kubernetes manifests (TFJob,
+  or a JobSet from `jobset.py`, both around the pods of `k8s_pods.py`) and
+  reads TFJobs;
   `replicas.py`: replica types, restart policies, the operator's TF_CONFIG;
   `ports.py`: free loopback ports.
 * `fault_tolerance.py`: bounded shutdown after SIGTERM (watchdog, a thread

@@ -13,6 +13,16 @@ runs the same way, so the exact job can be tried before it is submitted:
     python -m deployment.tfjob ... --output=job.yaml
     python -m deployment.launch --tfjob=job.yaml
 
+and so does a JobSet (`deployment.tfjob --kind=jobset`): each pod's env is
+expanded as Kubernetes does it (`$(VAR)`, the completion index), and each
+pod's TF_CONFIG, its pod names mapped to this machine's ports, must be the
+one the launcher gives that task:
+
+    python -m deployment.launch --jobset=job.yaml
+
+A manifest's commands run as written, with your rights: never run a
+manifest you did not write or read (docs/security.md).
+
 The output is one stream: each task's lines prefixed with its task
 (`[worker:1] ...`), the launcher's own lines with `[launch]`, and the chief's
 step lines (one per `log_every_n_steps`) repeated as `[progress] ...`.
@@ -114,7 +124,7 @@ class Launcher(object):
 
   def __init__(self, specs, backoff_limit=6, backoff_secs=1.0, max_backoff_secs=60.0,
                grace_secs=30.0, finish_timeout_secs=300.0, out=None, log_dir=None,
-               cwd=None, env=None, cluster=None, network=None):
+               cwd=None, env=None, cluster=None, network=None, task_env=None):
     """Prepares (does not start) a job.
 
     Args:
@@ -136,6 +146,8 @@ class Launcher(object):
       network: optional created `netns.Network` with one host per task named
         '<type><index>' (see `replicas.netns_hosts`); each task then runs in its
         host's namespace, at the address `replicas.netns_cluster` gives it.
+      task_env: optional {'worker:1': {name: value}}: env of single tasks
+        (a JobSet pod's own index), over `env` and the spec's.
 
     Raises:
       ValueError: on bad specs or numbers, naming them.
@@ -157,6 +169,7 @@ class Launcher(object):
     self._log_dir = log_dir
     self._cwd = cwd
     self._env = dict(env or {})
+    self._per_task_env = dict(task_env or {})
     self._cluster = cluster
     self._network = network
     self._success_key = replicas_lib.success_task(self._specs)
@@ -276,6 +289,7 @@ class Launcher(object):
       env.setdefault('TF_FORCE_GPU_ALLOW_GROWTH', 'true')
     env.update(self._env)
     env.update(task.spec.env)
+    env.update(self._per_task_env.get(task.name, {}))
     env['TF_CONFIG'] = task.tf_config
     return env
 
@@ -455,7 +469,8 @@ def define_flags():
   flags.DEFINE_list('replica_restart_policy', [], 'Per replica type, overriding '
                     '--restart_policy, e.g. "ps=Always,worker=OnFailure".')
   flags.DEFINE_integer('backoff_limit', 6, 'Task restarts allowed across the job (default 6; '
-                       'with --tfjob, the manifest\'s backoffLimit unless this flag is set).')
+                       'with --tfjob/--jobset, the manifest\'s backoffLimit unless this flag '
+                       'is set).')
   flags.DEFINE_float('backoff_secs', 1.0, 'Delay before a task\'s first restart; doubles '
                      'with each further restart of that task.')
   flags.DEFINE_float('max_backoff_secs', 60.0, 'Upper bound of the restart delay.')
@@ -463,6 +478,8 @@ def define_flags():
   flags.DEFINE_float('finish_timeout_secs', 300.0, 'Seconds the other tasks get to exit by '
                      'themselves after the chief finished.')
   flags.DEFINE_string('tfjob', None, 'Run this TFJob manifest (YAML) instead of the job '
+                      'described by the flags.')
+  flags.DEFINE_string('jobset', None, 'Run this JobSet manifest (YAML) instead of the job '
                       'described by the flags.')
   flags.DEFINE_string('task_log_dir', None, 'Also write each task\'s output to '
                       'TASK_LOG_DIR/<type>-<index>.log.')
@@ -528,32 +545,73 @@ def _read_tfjob(program_args):
   return specs, backoff_limit, job
 
 
+def _read_jobset(program_args):
+  """(specs, backoff limit, jobset.JobSet) of the --jobset manifest."""
+  from deployment import jobset  # pylint: disable=import-outside-toplevel
+  if program_args:
+    raise app.UsageError('--jobset runs the manifest\'s commands; remove the program flags '
+                         'after --: %s' % ' '.join(program_args))
+  if FLAGS.tfjob:
+    raise app.UsageError('give --tfjob or --jobset, not both')
+  try:
+    job = jobset.read_jobset(FLAGS.jobset)
+  except (OSError, ValueError) as e:
+    raise app.UsageError('--jobset: %s' % e) from None
+  specs = [s._replace(command=replicas_lib.local_command(s.command)) for s in job.specs]
+  backoff_limit = FLAGS.backoff_limit
+  if not FLAGS['backoff_limit'].present:
+    backoff_limit = job.backoff_limit  # the flag, when given, wins over the manifest
+  return specs, backoff_limit, job
+
+
+def _log_manifest(launcher, job, cluster):
+  """Logs which manifest runs and where each of its names is on this machine."""
+  from deployment import jobset  # pylint: disable=import-outside-toplevel
+  from deployment import tfjob  # pylint: disable=import-outside-toplevel
+  if isinstance(job, jobset.JobSet):
+    launcher.log('JobSet %s/%s from %s' % (job.namespace, job.name, FLAGS.jobset))
+    for name, address in jobset.local_addresses(job, cluster).items():
+      launcher.log('pod %s -> %s' % (name, address))
+    return
+  launcher.log('TFJob %s/%s from %s' % (job.namespace, job.name, FLAGS.tfjob))
+  for replica_type, names in tfjob.service_addresses(job).items():
+    for name, address in zip(names, cluster[replica_type]):
+      launcher.log('service %s -> %s' % (name, address))
+
+
 def _run_job(specs, backoff_limit, job=None, network=None):
   """Runs the job (on `network` when given); returns the launcher's exit code."""
+  from deployment import jobset  # pylint: disable=import-outside-toplevel
   if network is not None:
     cluster = replicas_lib.netns_cluster(network, specs)
   else:
     addresses = iter(ports.loopback_addresses(replicas_lib.num_cluster_tasks(specs)))
     cluster = replicas_lib.local_cluster(specs, addresses)
+  task_env = None
+  if isinstance(job, jobset.JobSet):
+    try:
+      jobset.check_tf_configs(job, cluster, FLAGS.jobset)
+    except ValueError as e:
+      raise app.UsageError('--jobset: %s' % e) from None
+    task_env = job.task_env
   try:
     launcher = Launcher(specs, backoff_limit=backoff_limit, backoff_secs=FLAGS.backoff_secs,
                         max_backoff_secs=FLAGS.max_backoff_secs, grace_secs=FLAGS.grace_secs,
                         finish_timeout_secs=FLAGS.finish_timeout_secs,
-                        log_dir=FLAGS.task_log_dir, cluster=cluster, network=network)
+                        log_dir=FLAGS.task_log_dir, cluster=cluster, network=network,
+                        task_env=task_env)
   except ValueError as e:
     raise app.UsageError(str(e)) from None
   if job is not None:
-    from deployment import tfjob  # pylint: disable=import-outside-toplevel
-    launcher.log('TFJob %s/%s from %s' % (job.namespace, job.name, FLAGS.tfjob))
-    for replica_type, names in tfjob.service_addresses(job).items():
-      for name, address in zip(names, cluster[replica_type]):
-        launcher.log('service %s -> %s' % (name, address))
+    _log_manifest(launcher, job, cluster)
   return launcher.run()
 
 
 def main(argv):
   program_args = argv[1:]
-  if FLAGS.tfjob:
+  if FLAGS.jobset:
+    specs, backoff_limit, job = _read_jobset(program_args)
+  elif FLAGS.tfjob:
     specs, backoff_limit, job = _read_tfjob(program_args)
   else:
     specs, backoff_limit, job = specs_from_flags(program_args), FLAGS.backoff_limit, None

@@ -1,25 +1,30 @@
-r"""Kubeflow TFJob manifests: write one for a pipeline config, read one to run it locally.
+r"""Kubernetes manifests of a training job: write a TFJob or a JobSet, read a TFJob back.
 
-Write the job (a `kubeflow.org/v1` TFJob plus a NetworkPolicy, one YAML file):
+Write the job (one YAML file: the job, then a NetworkPolicy):
 
-    python -m deployment.tfjob --job_name=shapes --namespace=ml \
+    python -m deployment.tfjob --kind=jobset --job_name=shapes --namespace=ml \
         --image=registry.example.com/slimtrain:0.1 \
         --pipeline_config_path=/app/configs/ssd_shapes.config \
         --train_dir=gs://bucket/shapes/train --workers=2 --ps=1 --gpus_per_worker=2 \
         --output=shapes.yaml -- --num_train_steps=2000
     kubectl apply -f shapes.yaml
 
-Program flags after `--` go to every training task. Each replica type (Chief,
-Worker, PS, Evaluator) runs one container named `tensorflow` (the container
-the training operator injects TF_CONFIG into) with the gRPC port 2222 named
-`tfjob-port`, `restartPolicy: ExitCode` (see deployment/exit_codes.py) and the
-job's `runPolicy.backoffLimit`. GPUs per worker become the container's
-`nvidia.com/gpu` limit and trainer.train's `--num_clones`. The Evaluator runs
+`--kind=tfjob` (the default) writes a `kubeflow.org/v1` TFJob for the
+Kubeflow training operator (Trainer v1, no longer maintained); `--kind=jobset`
+a `jobset.x-k8s.io/v1alpha2` JobSet (deployment/jobset.py), which needs only
+the JobSet controller. Both carry the same pods (deployment/k8s_pods.py):
+program flags after `--` go to every training task; each role runs one
+container named `tensorflow` with the gRPC port 2222 named `tfjob-port`, a
+restricted security context, the config's termination grace plus a margin,
+the shared volume (`--pvc`, `--mount_path`) and the scheduling flags. GPUs
+per worker become the `nvidia.com/gpu` limit of chief and workers and
+trainer.train's `--num_clones=N --noclone_on_cpu`. The evaluator runs
 trainer.eval on `--train_dir` (trainer.model_main runs its own evaluator
 role). TF's gRPC servers accept any peer, so the NetworkPolicy admits the
-port only from pods carrying the job's `training.kubeflow.org/job-name` label.
+port only from pods of the same job. From Python, `manifests(options, kind)`
+gives the documents as dicts.
 
-Read a manifest (what `python -m deployment.launch --tfjob=FILE` does):
+Read a TFJob (what `python -m deployment.launch --tfjob=FILE` does):
 
     job = tfjob.read_tfjob('shapes.yaml')
     job.specs            # [replicas.ReplicaSpec('chief', 1, [...command + args], ...), ...]
@@ -32,7 +37,6 @@ first container (image, resources, volumes and `valueFrom` env are ignored).
 
 import collections
 import os
-import re
 import sys
 
 from absl import app
@@ -43,18 +47,18 @@ import yaml
 
 from core import config_util
 from core import paths
+from deployment import k8s_pods
 from deployment import replicas as replicas_lib
 
 API_VERSION = 'kubeflow.org/v1'
-CONTAINER_NAME = 'tensorflow'
-PORT_NAME = 'tfjob-port'
-DEFAULT_PORT = 2222
+CONTAINER_NAME = k8s_pods.CONTAINER_NAME
+PORT_NAME = k8s_pods.PORT_NAME
+DEFAULT_PORT = k8s_pods.DEFAULT_PORT
 JOB_NAME_LABEL = 'training.kubeflow.org/job-name'
+KUEUE_QUEUE_LABEL = 'kueue.x-k8s.io/queue-name'
 # TFJob's replica type names; TF_CONFIG uses them lowercased.
 MANIFEST_TYPES = {'Chief': 'chief', 'Master': 'master', 'Worker': 'worker', 'PS': 'ps',
                   'Evaluator': 'evaluator'}
-_DNS_LABEL = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')
-_QUANTITY = re.compile(r'^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$')
 
 _KIND_NAMES = {int: 'an integer', str: 'a string', list: 'a list', dict: 'a mapping'}
 
@@ -211,102 +215,30 @@ def service_addresses(job):
 
 
 # ----------------------------------------------------------------------------
-# Writing.
+# Writing (the pods themselves come from k8s_pods, shared with jobset.py).
 
-PROGRAMS = ('trainer.train', 'trainer.model_main')
-# The flag each program takes its output directory from.
-OUTPUT_DIR_FLAG = {'trainer.train': 'train_dir', 'trainer.model_main': 'model_dir'}
-
-JobOptions = collections.namedtuple('JobOptions', [
-    'job_name', 'namespace', 'image', 'pipeline_config_path', 'output_dir', 'program',
-    'chief', 'workers', 'ps', 'evaluator', 'gpus_per_worker', 'cpu', 'memory', 'port',
-    'backoff_limit', 'restart_policy', 'env', 'program_args', 'python'])
+PROGRAMS = k8s_pods.PROGRAMS
+OUTPUT_DIR_FLAG = k8s_pods.OUTPUT_DIR_FLAG
+JobOptions = k8s_pods.JobOptions
+job_options = k8s_pods.job_options
+# The TFJob replica type of each role.
+_MANIFEST_TYPE = {'chief': 'Chief', 'worker': 'Worker', 'ps': 'PS', 'evaluator': 'Evaluator'}
 
 
-def job_options(job_name, image, pipeline_config_path, output_dir, **kwargs):
-  """`JobOptions` with defaults: trainer.train, chief + 1 worker + 1 ps + evaluator."""
-  defaults = dict(namespace='default', program='trainer.train', chief=True, workers=1, ps=1,
-                  evaluator=True, gpus_per_worker=0, cpu=None, memory=None,
-                  port=DEFAULT_PORT, backoff_limit=6, restart_policy=replicas_lib.EXIT_CODE,
-                  env=None, program_args=(), python='python')
-  defaults.update(kwargs)
-  return JobOptions(job_name=job_name, image=image, pipeline_config_path=pipeline_config_path,
-                    output_dir=output_dir, **defaults)
-
-
-def _check_options(options):
-  """Raises ValueError naming the flag of a bad option."""
-  if not _DNS_LABEL.match(options.job_name or '') or len(options.job_name) > 63:
-    _fail('--job_name', 'value', 'must be a DNS label (lowercase letters, digits, "-", '
-          'at most 63 characters)', options.job_name)
-  if not _DNS_LABEL.match(options.namespace or ''):
-    _fail('--namespace', 'value', 'must be a DNS label', options.namespace)
-  for flag in ('image', 'pipeline_config_path'):
-    if not getattr(options, flag):
-      _fail('--%s' % flag, 'value', 'is required', getattr(options, flag))
-  if options.program not in PROGRAMS:
-    _fail('--program', 'value', 'must be one of %s' % ', '.join(PROGRAMS), options.program)
-  if not options.output_dir:
-    _fail('--%s' % OUTPUT_DIR_FLAG[options.program], 'value',
-          'is required with --program=%s' % options.program, options.output_dir)
-  for flag in ('workers', 'ps', 'gpus_per_worker', 'backoff_limit'):
-    if getattr(options, flag) < 0:
-      _fail('--%s' % flag, 'value', 'must be >= 0', getattr(options, flag))
-  if not options.chief and not options.workers:
-    _fail('--workers', 'value', 'must be >= 1 with --nochief', options.workers)
-  for flag in ('cpu', 'memory'):
-    value = getattr(options, flag)
-    if value and not _QUANTITY.match(value):
-      _fail('--%s' % flag, 'value', 'must be a Kubernetes quantity like 4, 500m or 16Gi',
-            value)
-  if not 0 < options.port < 65536:
-    _fail('--port', 'value', 'must be 1..65535', options.port)
-  if options.restart_policy not in replicas_lib.RESTART_POLICIES:
-    _fail('--restart_policy', 'value', 'must be one of %s' % ', '.join(
-        replicas_lib.RESTART_POLICIES), options.restart_policy)
-
-
-def _program_args(options, gpus):
-  """Arguments of a training (or ps) task."""
-  args = ['--pipeline_config_path=%s' % options.pipeline_config_path,
-          '--%s=%s' % (OUTPUT_DIR_FLAG[options.program], options.output_dir)]
-  if options.program == 'trainer.train' and gpus:
-    args.append('--num_clones=%d' % gpus)
-  return args + ['--alsologtostderr'] + list(options.program_args)
-
-
-def _evaluator_command(options):
-  """(command, args) of the evaluator."""
-  if options.program == 'trainer.train':
-    return ([options.python, '-m', 'trainer.eval'],
-            ['--pipeline_config_path=%s' % options.pipeline_config_path,
-             '--checkpoint_dir=%s' % options.output_dir,
-             '--eval_dir=%s' % options.output_dir.rstrip('/') + '/eval', '--alsologtostderr'])
-  # model_main's evaluator task (TF_CONFIG type "evaluator") runs continuous evaluation.
-  return [options.python, '-m', options.program], _program_args(options, 0)
-
-
-def _container_spec(options, command, args, gpus):
-  container = {'name': CONTAINER_NAME, 'image': options.image, 'command': command,
-               'args': args,
-               'ports': [{'name': PORT_NAME, 'containerPort': options.port}]}
-  if options.env:
-    container['env'] = [{'name': k, 'value': v} for k, v in sorted(options.env.items())]
-  requests = {k: getattr(options, k) for k in ('cpu', 'memory') if getattr(options, k)}
-  resources = {}
-  if requests:
-    resources['requests'] = requests
-  if gpus:
-    resources['limits'] = {'nvidia.com/gpu': gpus}
-  if resources:
-    container['resources'] = resources
-  return container
-
-
-def _replica(options, replicas, command, args, gpus=0):
-  return {'replicas': replicas, 'restartPolicy': options.restart_policy,
-          'template': {'spec': {'containers': [
-              _container_spec(options, command, args, gpus)]}}}
+def _run_policy(options):
+  policy = {'backoffLimit': options.backoff_limit, 'cleanPodPolicy': 'Running'}
+  if options.active_deadline_secs is not None:
+    policy['activeDeadlineSeconds'] = options.active_deadline_secs
+  if options.ttl_secs_after_finished is not None:
+    policy['ttlSecondsAfterFinished'] = options.ttl_secs_after_finished
+  if options.gang_scheduling:
+    # The operator makes a PodGroup of this for the gang scheduler (volcano,
+    # scheduler-plugins): no pod starts before all of them can.
+    scheduling = {'minAvailable': k8s_pods.pod_count(options)}
+    if options.priority_class:
+      scheduling['priorityClass'] = options.priority_class
+    policy['schedulingPolicy'] = scheduling
+  return policy
 
 
 def tfjob_manifest(options):
@@ -315,34 +247,40 @@ def tfjob_manifest(options):
   Raises:
     ValueError: naming the flag of a bad option.
   """
-  _check_options(options)
-  command = [options.python, '-m', options.program]
-  gpus = options.gpus_per_worker
+  k8s_pods.check_options(options, 'tfjob')
   replica_specs = {}
-  if options.chief:
-    replica_specs['Chief'] = _replica(options, 1, command, _program_args(options, gpus), gpus)
-  if options.workers:
-    replica_specs['Worker'] = _replica(options, options.workers, command,
-                                       _program_args(options, gpus), gpus)
-  if options.ps:
-    replica_specs['PS'] = _replica(options, options.ps, command, _program_args(options, 0))
-  if options.evaluator:
-    replica_specs['Evaluator'] = _replica(options, 1, *_evaluator_command(options))
-  return {'apiVersion': API_VERSION, 'kind': 'TFJob',
-          'metadata': {'name': options.job_name, 'namespace': options.namespace},
-          'spec': {'runPolicy': {'backoffLimit': options.backoff_limit,
-                                 'cleanPodPolicy': 'Running'},
-                   'tfReplicaSpecs': replica_specs}}
+  for role in k8s_pods.roles(options):
+    replica_specs[_MANIFEST_TYPE[role.name]] = {
+        'replicas': role.replicas, 'restartPolicy': options.restart_policy,
+        'template': {'spec': k8s_pods.pod_spec(options, role)}}
+  metadata = {'name': options.job_name, 'namespace': options.namespace}
+  if options.kueue_queue:
+    metadata['labels'] = {KUEUE_QUEUE_LABEL: options.kueue_queue}
+  return {'apiVersion': API_VERSION, 'kind': 'TFJob', 'metadata': metadata,
+          'spec': {'runPolicy': _run_policy(options), 'tfReplicaSpecs': replica_specs}}
 
 
 def network_policy(options):
-  """A NetworkPolicy: the job's pods accept the gRPC port only from pods of the job."""
-  same_job = {'matchLabels': {JOB_NAME_LABEL: options.job_name}}
-  return {'apiVersion': 'networking.k8s.io/v1', 'kind': 'NetworkPolicy',
-          'metadata': {'name': '%s-grpc' % options.job_name, 'namespace': options.namespace},
-          'spec': {'podSelector': same_job, 'policyTypes': ['Ingress'],
-                   'ingress': [{'from': [{'podSelector': same_job}],
-                                'ports': [{'protocol': 'TCP', 'port': options.port}]}]}}
+  """The TFJob's NetworkPolicy: its pods accept the gRPC port only from pods of the job."""
+  return k8s_pods.network_policy(options, JOB_NAME_LABEL)
+
+
+def manifests(options, kind='tfjob'):
+  """Every object of the job, as dicts ready for YAML: [TFJob or JobSet, NetworkPolicy].
+
+  Args:
+    options: `JobOptions`.
+    kind: 'tfjob' (a kubeflow.org/v1 TFJob) or 'jobset' (a jobset.x-k8s.io/v1alpha2 JobSet).
+
+  Raises:
+    ValueError: naming the flag of a bad option.
+  """
+  from deployment import jobset  # pylint: disable=import-outside-toplevel
+  if kind == 'jobset':
+    return [jobset.jobset_manifest(options), jobset.network_policy(options)]
+  if kind != 'tfjob':
+    k8s_pods.fail('kind', 'must be one of %s' % ', '.join(k8s_pods.KINDS), kind)
+  return [tfjob_manifest(options), network_policy(options)]
 
 
 class _PlainDumper(yaml.SafeDumper):
@@ -352,17 +290,25 @@ class _PlainDumper(yaml.SafeDumper):
     return True
 
 
-def manifest_text(options):
-  """The whole file: the TFJob, then the NetworkPolicy, as multi-document YAML."""
+def _represent_list(dumper, data):
+  # A long list of numbers (a podFailurePolicy's exit codes) on a few lines, not one each.
+  flow = len(data) > 8 and all(type(item) is int for item in data)  # pylint: disable=unidiomatic-typecheck
+  return dumper.represent_sequence('tag:yaml.org,2002:seq', data, flow_style=flow)
+
+
+_PlainDumper.add_representer(list, _represent_list)
+
+
+def manifest_text(options, kind='tfjob'):
+  """The whole file: the job, then the NetworkPolicy, as multi-document YAML."""
   header = '# Written by python -m deployment.tfjob; submit with kubectl apply -f <file>.\n'
-  return header + yaml.dump_all([tfjob_manifest(options), network_policy(options)],
-                                Dumper=_PlainDumper, sort_keys=False,
-                                default_flow_style=False)
+  return header + yaml.dump_all(manifests(options, kind), Dumper=_PlainDumper,
+                                sort_keys=False, default_flow_style=False)
 
 
-def write_manifest(options, path):
-  """Writes `manifest_text(options)` to `path` atomically; returns `path`."""
-  return paths.write_file_atomically(path, manifest_text(options))
+def write_manifest(options, path, kind='tfjob'):
+  """Writes `manifest_text(options, kind)` to `path` atomically; returns `path`."""
+  return paths.write_file_atomically(path, manifest_text(options, kind))
 
 
 # ----------------------------------------------------------------------------
@@ -373,75 +319,147 @@ FLAGS = flags.FLAGS
 
 def define_flags():
   """Defines the flags; called only when this module is the program."""
-  flags.DEFINE_string('job_name', None, 'TFJob name (a DNS label, e.g. shapes-ssd).')
+  flags.DEFINE_enum('kind', 'tfjob', list(k8s_pods.KINDS), 'What to write: a Kubeflow TFJob '
+                    '(needs the unmaintained training operator) or a JobSet (needs the JobSet '
+                    'controller).')
+  flags.DEFINE_string('job_name', None, 'Job name (a DNS-1035 label, e.g. shapes-ssd).')
   flags.DEFINE_string('namespace', 'default', 'Kubernetes namespace of the job.')
   flags.DEFINE_string('image', None, 'Container image with slimtrain installed.')
   flags.DEFINE_string('pipeline_config_path', None, 'Pipeline config path as the '
                       'containers see it (in the image or on remote storage).')
   flags.DEFINE_enum('program', 'trainer.train', list(PROGRAMS), 'What the tasks run.')
-  flags.DEFINE_string('train_dir', None, 'Checkpoint directory for trainer.train '
-                      '(gs:// and other remote paths work).')
-  flags.DEFINE_string('model_dir', None, 'Model directory for trainer.model_main.')
-  flags.DEFINE_boolean('chief', True, 'Add a Chief replica (otherwise worker 0 is chief).')
+  flags.DEFINE_string('train_dir', None, 'Checkpoint directory for trainer.train: a remote '
+                      'URL (gs://, s3://) or a path under --mount_path with --pvc.')
+  flags.DEFINE_string('model_dir', None, 'Model directory for trainer.model_main (as '
+                      '--train_dir).')
+  flags.DEFINE_string('pvc', None, 'A ReadWriteMany PersistentVolumeClaim every pod mounts '
+                      'at --mount_path (needed for a local --train_dir/--model_dir).')
+  flags.DEFINE_string('mount_path', k8s_pods.DEFAULT_MOUNT_PATH, 'Where --pvc is mounted.')
+  flags.DEFINE_boolean('chief', True, 'Add a chief (otherwise worker 0 is chief).')
   flags.DEFINE_integer('workers', 1, 'Worker replicas.')
-  flags.DEFINE_integer('ps', 1, 'PS replicas.')
-  flags.DEFINE_boolean('evaluator', True, 'Add an Evaluator replica.')
+  flags.DEFINE_integer('ps', 1, 'PS replicas (>= 1 with more than one training task).')
+  flags.DEFINE_boolean('evaluator', True, 'Add an evaluator.')
   flags.DEFINE_integer('gpus_per_worker', 0, 'GPUs of each chief/worker pod '
-                       '(nvidia.com/gpu limit; trainer.train gets --num_clones=N).')
-  flags.DEFINE_string('cpu', None, 'CPU request of every pod, e.g. 4 or 500m.')
-  flags.DEFINE_string('memory', None, 'Memory request of every pod, e.g. 16Gi.')
-  flags.DEFINE_integer('port', DEFAULT_PORT, 'gRPC port of every task (named tfjob-port).')
-  flags.DEFINE_integer('backoff_limit', 6, 'Pod restarts allowed across the job '
-                       '(spec.runPolicy.backoffLimit).')
+                       '(nvidia.com/gpu limit; trainer.train gets --num_clones=N '
+                       '--noclone_on_cpu).')
+  flags.DEFINE_string('cpu', None, 'CPU request of each chief/worker pod, e.g. 4 or 500m.')
+  flags.DEFINE_string('memory', None, 'Memory request of each chief/worker pod, e.g. 16Gi.')
+  flags.DEFINE_multi_string('resources', [], 'Requests of the ps or evaluator pods, '
+                            'ROLE:KEY=VALUE[,KEY=VALUE] with KEY cpu, memory or gpu '
+                            '(evaluator), e.g. ps:cpu=2,memory=8Gi; repeatable.')
+  flags.DEFINE_integer('port', k8s_pods.DEFAULT_PORT, 'gRPC port of every task (named '
+                       'tfjob-port).')
+  flags.DEFINE_integer('backoff_limit', 6, 'Pod restarts allowed (TFJob: '
+                       'spec.runPolicy.backoffLimit; JobSet: each Job\'s backoffLimit).')
+  flags.DEFINE_integer('max_restarts', 3, 'JobSet only: whole-job restarts after a Job '
+                       'failed with retryable codes (failurePolicy.maxRestarts).')
   flags.DEFINE_string('restart_policy', replicas_lib.EXIT_CODE, 'restartPolicy of every '
-                      'replica: %s.' % ', '.join(replicas_lib.RESTART_POLICIES))
-  flags.DEFINE_list('env', [], 'NAME=VALUE environment variables of every container, e.g. '
-                    'GOOGLE_APPLICATION_CREDENTIALS=/secrets/gcs/key.json.')
+                      'replica: %s (JobSet: ExitCode, OnFailure or Never).' % ', '.join(
+                          replicas_lib.RESTART_POLICIES))
+  flags.DEFINE_multi_string('env', [], 'NAME=VALUE environment variable of every container '
+                            '(repeatable; the first "=" splits, commas are kept), e.g. '
+                            'GOOGLE_APPLICATION_CREDENTIALS=/secrets/gcs/key.json.')
+  flags.DEFINE_integer('termination_grace_secs', None, 'The tasks\' own grace after SIGTERM '
+                       '(default: deploy_config.termination_grace_secs of the config when it '
+                       'is readable here, else %d); pods get %d s more.' % (
+                           k8s_pods.DEFAULT_TERMINATION_GRACE_SECS,
+                           k8s_pods.TERMINATION_MARGIN_SECS))
+  flags.DEFINE_integer('run_as_user', k8s_pods.DEFAULT_RUN_AS_USER, 'Non-root user (and '
+                       'group) id the containers run as.')
+  flags.DEFINE_integer('active_deadline_secs', None, 'Fail the job after this many seconds '
+                       '(TFJob: runPolicy.activeDeadlineSeconds; JobSet: each Job\'s).')
+  flags.DEFINE_integer('ttl_secs_after_finished', None, 'Delete the finished job after this '
+                       'many seconds.')
+  flags.DEFINE_boolean('gang_scheduling', False, 'TFJob: start all pods or none '
+                       '(runPolicy.schedulingPolicy.minAvailable; needs --scheduler_name).')
+  flags.DEFINE_string('scheduler_name', None, 'Pods\' schedulerName, e.g. volcano.')
+  flags.DEFINE_string('kueue_queue', None, 'Kueue LocalQueue: the job is admitted as a whole '
+                      '(label kueue.x-k8s.io/queue-name).')
+  flags.DEFINE_string('priority_class', None, 'Pods\' priorityClassName.')
+  flags.DEFINE_multi_string('node_selector', [], 'KEY=VALUE node label the GPU pods (all '
+                            'pods when none has GPUs) must have; repeatable.')
+  flags.DEFINE_multi_string('toleration', [], 'KEY[=VALUE][:EFFECT] taint the GPU pods '
+                            '(all pods when none has GPUs) tolerate, e.g. '
+                            'nvidia.com/gpu:NoSchedule; repeatable.')
   flags.DEFINE_string('python', 'python', 'Python interpreter inside the image.')
   flags.DEFINE_string('output', '-', 'Where to write the YAML ("-": standard output).')
 
 
-def _env_flag(items):
-  env = {}
-  for item in items:
-    name, sep, value = item.partition('=')
-    if not sep or not re.match(r'^[A-Za-z_][A-Za-z0-9_]*$', name):
-      raise app.UsageError('--env: %r is not NAME=VALUE' % item)
-    env[name] = value
-  return env
+def options_from_flags(program_args, deploy_config=None):
+  """`JobOptions` from the flags; raises app.UsageError naming a bad flag.
 
-
-def options_from_flags(program_args):
-  """`JobOptions` from the flags; raises app.UsageError naming a bad flag."""
+  Args:
+    program_args: flags after `--`, for every training task.
+    deploy_config: the config's `DeployConfig` when it is readable here (its
+      termination_grace_secs is the default of --termination_grace_secs).
+  """
   unused = 'model_dir' if FLAGS.program == 'trainer.train' else 'train_dir'
   if FLAGS[unused].value:
     raise app.UsageError('--%s is not used by --program=%s; give --%s' % (
         unused, FLAGS.program, OUTPUT_DIR_FLAG[FLAGS.program]))
-  options = job_options(
-      FLAGS.job_name, FLAGS.image, FLAGS.pipeline_config_path,
-      FLAGS[OUTPUT_DIR_FLAG[FLAGS.program]].value, namespace=FLAGS.namespace,
-      program=FLAGS.program, chief=FLAGS.chief, workers=FLAGS.workers, ps=FLAGS.ps,
-      evaluator=FLAGS.evaluator, gpus_per_worker=FLAGS.gpus_per_worker, cpu=FLAGS.cpu,
-      memory=FLAGS.memory, port=FLAGS.port, backoff_limit=FLAGS.backoff_limit,
-      restart_policy=FLAGS.restart_policy, env=_env_flag(FLAGS.env),
-      program_args=list(program_args), python=FLAGS.python)
+  grace = FLAGS.termination_grace_secs
+  if grace is None:
+    grace = (deploy_config.termination_grace_secs if deploy_config is not None
+             else k8s_pods.DEFAULT_TERMINATION_GRACE_SECS)
   try:
-    _check_options(options)
+    options = job_options(
+        FLAGS.job_name, FLAGS.image, FLAGS.pipeline_config_path,
+        FLAGS[OUTPUT_DIR_FLAG[FLAGS.program]].value, namespace=FLAGS.namespace,
+        program=FLAGS.program, chief=FLAGS.chief, workers=FLAGS.workers, ps=FLAGS.ps,
+        evaluator=FLAGS.evaluator, gpus_per_worker=FLAGS.gpus_per_worker, cpu=FLAGS.cpu,
+        memory=FLAGS.memory, port=FLAGS.port, backoff_limit=FLAGS.backoff_limit,
+        restart_policy=FLAGS.restart_policy, env=k8s_pods.parse_env(FLAGS.env),
+        program_args=list(program_args), python=FLAGS.python,
+        resources=k8s_pods.parse_resources(FLAGS.resources), pvc=FLAGS.pvc,
+        mount_path=FLAGS.mount_path, termination_grace_secs=grace,
+        run_as_user=FLAGS.run_as_user, active_deadline_secs=FLAGS.active_deadline_secs,
+        ttl_secs_after_finished=FLAGS.ttl_secs_after_finished,
+        gang_scheduling=FLAGS.gang_scheduling, scheduler_name=FLAGS.scheduler_name,
+        kueue_queue=FLAGS.kueue_queue, priority_class=FLAGS.priority_class,
+        node_selector=k8s_pods.parse_key_values('node_selector', FLAGS.node_selector),
+        tolerations=[k8s_pods.parse_toleration(t) for t in FLAGS.toleration],
+        max_restarts=FLAGS.max_restarts)
+    manifests(options, FLAGS.kind)
   except ValueError as e:
     raise app.UsageError(str(e)) from None
   return options
 
 
+def check_against_config(options, deploy_config):
+  """Raises app.UsageError when the config would leave the pods' GPUs idle.
+
+  trainer.train gets --noclone_on_cpu with GPUs; trainer.model_main has no
+  such flag and takes clone_on_cpu from the config.
+  """
+  if (options.program == 'trainer.model_main' and options.gpus_per_worker and
+      deploy_config.clone_on_cpu):
+    raise app.UsageError(
+        '--gpus_per_worker=%d with --program=trainer.model_main: %s sets '
+        'deploy_config.clone_on_cpu: true, so the GPUs would sit idle; set it to false '
+        '(and num_clones: -1 for one clone per GPU)' % (options.gpus_per_worker,
+                                                         options.pipeline_config_path))
+
+
 def main(argv):
-  options = options_from_flags(argv[1:])
-  if os.path.exists(options.pipeline_config_path):
+  deploy_config = None
+  if FLAGS.pipeline_config_path and os.path.exists(FLAGS.pipeline_config_path):
     # Present here too (e.g. configs/ in this checkout): catch config errors before submitting.
-    config_util.get_configs_from_pipeline_file(options.pipeline_config_path)
+    deploy_config = config_util.get_configs_from_pipeline_file(
+        FLAGS.pipeline_config_path)['deploy_config']
+  elif FLAGS.termination_grace_secs is None:
+    logging.warning('%s is not readable here: terminationGracePeriodSeconds assumes '
+                    'termination_grace_secs=%d; give --termination_grace_secs if the config '
+                    'sets another', FLAGS.pipeline_config_path,
+                    k8s_pods.DEFAULT_TERMINATION_GRACE_SECS)
+  options = options_from_flags(argv[1:], deploy_config)
+  if deploy_config is not None:
+    check_against_config(options, deploy_config)
   if FLAGS.output == '-':
-    sys.stdout.write(manifest_text(options))
+    sys.stdout.write(manifest_text(options, FLAGS.kind))
   else:
-    write_manifest(options, FLAGS.output)
-    logging.info('Wrote TFJob %s/%s to %s', options.namespace, options.job_name, FLAGS.output)
+    write_manifest(options, FLAGS.output, FLAGS.kind)
+    logging.info('Wrote %s %s/%s to %s', 'JobSet' if FLAGS.kind == 'jobset' else 'TFJob',
+                 options.namespace, options.job_name, FLAGS.output)
 
 
 if __name__ == '__main__':

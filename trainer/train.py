@@ -158,6 +158,8 @@ def run(argv=None):
       model_builder.build, model_config=configs['model'], is_training=True)
   deploy = deploy_config_builder.build(deploy_config, num_clones=FLAGS.num_clones,
                                        clone_on_cpu=FLAGS.clone_on_cpu)
+  logging.info('%s', deploy_config_builder.placement_text(
+      deploy, deploy_config, FLAGS.num_clones, FLAGS.clone_on_cpu))
   faults = _task_faults(cluster, master, timeouts, is_chief, train_config.sync_replicas)
 
   def train_once():

@@ -436,7 +436,8 @@ def test_shapes_ssd_from_a_generated_tfjob(tmp_path, ssd_config):
   env = dict(os.environ, PYTHONPATH=cluster_util.REPO_ROOT)
   subprocess.run([sys.executable, '-m', 'deployment.tfjob', '--job_name=shapes',
                   '--image=unused', '--pipeline_config_path=%s' % ssd_config,
-                  '--train_dir=%s' % train_dir, '--workers=1', '--ps=1', '--noevaluator',
+                  '--train_dir=%s' % train_dir, '--pvc=scratch', '--mount_path=%s' % tmp_path,
+                  '--workers=1', '--ps=1', '--noevaluator',
                   '--output=%s' % manifest], cwd=cluster_util.REPO_ROOT, env=env,
                  check=True, timeout=120)
   process, log_path = _start_cli(tmp_path, ['--tfjob=%s' % manifest, '--grace_secs=10',

@@ -48,7 +48,8 @@ def test_trainer_train_job_field_by_field(tmp_path):
       'Chief': 1, 'Worker': 2, 'PS': 1, 'Evaluator': 1}
   assert {s['restartPolicy'] for s in specs.values()} == {'ExitCode'}
   train_args = ['--pipeline_config_path=' + _CONFIG, '--train_dir=gs://bucket/shapes/train',
-                '--num_clones=2', '--alsologtostderr', '--num_train_steps=2000']
+                '--num_clones=2', '--noclone_on_cpu', '--alsologtostderr',
+                '--num_train_steps=2000']
   for manifest_type in ('Chief', 'Worker'):
     container = _container(job, manifest_type)
     assert container['name'] == 'tensorflow'
@@ -59,13 +60,15 @@ def test_trainer_train_job_field_by_field(tmp_path):
                                       'limits': {'nvidia.com/gpu': 2}}
   ps = _container(job, 'PS')
   assert ps['command'] == ['python', '-m', 'trainer.train']
-  assert ps['args'] == [a for a in train_args if a != '--num_clones=2']
-  assert ps['resources'] == {'requests': {'cpu': '4', 'memory': '16Gi'}}
+  assert ps['args'] == [a for a in train_args if a not in ('--num_clones=2',
+                                                            '--noclone_on_cpu')]
+  assert 'resources' not in ps  # the workers' CPU, memory and GPUs are theirs alone
   evaluator = _container(job, 'Evaluator')
   assert evaluator['command'] == ['python', '-m', 'trainer.eval']
   assert evaluator['args'] == ['--pipeline_config_path=' + _CONFIG,
                                '--checkpoint_dir=gs://bucket/shapes/train',
                                '--eval_dir=gs://bucket/shapes/train/eval', '--alsologtostderr']
+  assert 'resources' not in evaluator
   for manifest_type in specs:
     container = _container(job, manifest_type)
     assert container['ports'] == [{'name': 'tfjob-port', 'containerPort': 2222}]
@@ -81,22 +84,29 @@ def test_trainer_train_job_field_by_field(tmp_path):
 
 
 def test_model_main_job_without_chief_and_gpus(tmp_path):
-  job, _ = _write(tmp_path, program='trainer.model_main', output_dir='/mnt/model',
-                  chief=False, workers=3, ps=2, evaluator=True, port=2345)
+  job, _ = _write(tmp_path, program='trainer.model_main', output_dir='/mnt/shared/model',
+                  pvc='models', chief=False, workers=3, ps=2, evaluator=True, port=2345)
   specs = job['spec']['tfReplicaSpecs']
   assert list(specs) == ['Worker', 'PS', 'Evaluator']
   assert (specs['Worker']['replicas'], specs['PS']['replicas']) == (3, 2)
-  args = ['--pipeline_config_path=' + _CONFIG, '--model_dir=/mnt/model', '--alsologtostderr']
+  args = ['--pipeline_config_path=' + _CONFIG, '--model_dir=/mnt/shared/model',
+          '--alsologtostderr']
   for manifest_type in specs:  # the evaluator is model_main's evaluator role
     container = _container(job, manifest_type)
     assert container['command'] == ['python', '-m', 'trainer.model_main']
     assert container['args'] == args
     assert 'resources' not in container and 'env' not in container
     assert container['ports'] == [{'name': 'tfjob-port', 'containerPort': 2345}]
+    assert container['volumeMounts'] == [{'name': 'shared', 'mountPath': '/mnt/shared'}]
+    assert specs[manifest_type]['template']['spec']['volumes'] == [
+        {'name': 'shared', 'persistentVolumeClaim': {'claimName': 'models'}}]
 
 
 @pytest.mark.parametrize('kwargs, message', [
-    (dict(job_name='Shapes_1'), '--job_name: value must be a DNS label'),
+    (dict(job_name='Shapes_1'), '--job_name: value must be a DNS-1035 label'),
+    (dict(job_name='1shapes'), '--job_name: value must be a DNS-1035 label'),
+    (dict(job_name='s' * 52), "--job_name: value is too long for --kind=tfjob: it makes the "
+     "pod and service name 's+-evaluator-0' \\(64 characters, at most 63\\); shorten it by 1"),
     (dict(namespace='ML'), '--namespace: value must be a DNS label'),
     (dict(image=''), '--image: value is required'),
     (dict(pipeline_config_path=''), '--pipeline_config_path: value is required'),
@@ -112,10 +122,23 @@ def test_model_main_job_without_chief_and_gpus(tmp_path):
     (dict(port=70000), '--port: value must be 1..65535'),
     (dict(restart_policy='Sometimes'), '--restart_policy: value must be one of'),
     (dict(backoff_limit=-1), '--backoff_limit: value must be >= 0'),
+    (dict(ps=0), '--ps: value must be >= 1 with 2 training tasks'),
+    (dict(env={'TF_CONFIG': '{}'}), '--env: value TF_CONFIG is set by the engine'),
+    (dict(pvc=None), "--train_dir: value is a directory in each pod's own file system.*"
+     "Add --pvc=<ReadWriteMany claim>"),
+    (dict(output_dir='/tmp/train'), '--train_dir: value is not on the shared volume: '
+     '--pvc=claim is mounted at --mount_path=/mnt/shared'),
+    (dict(gang_scheduling=True), '--gang_scheduling: value needs a gang scheduler: add '
+     '--scheduler_name'),
+    (dict(resources={'worker': {'cpu': '2'}}), '--resources: value sets ps and evaluator only'),
+    (dict(resources={'ps': {'gpu': 1}}), '--resources: value of ps: gpu is a count >= 0 of '
+     'the evaluator'),
+    (dict(run_as_user=0), '--run_as_user: value must be a user id > 0'),
+    (dict(active_deadline_secs=0), '--active_deadline_secs: value must be > 0'),
 ])
 def test_bad_options_name_the_flag(kwargs, message):
   base = dict(job_name='shapes', image='img', pipeline_config_path=_CONFIG,
-              output_dir='/tmp/train')
+              output_dir='/mnt/shared/train', pvc='claim')
   base.update(kwargs)
   options = tfjob.job_options(base.pop('job_name'), base.pop('image'),
                               base.pop('pipeline_config_path'), base.pop('output_dir'), **base)
@@ -125,7 +148,8 @@ def test_bad_options_name_the_flag(kwargs, message):
 
 def test_generated_manifest_reads_back_as_replica_specs(tmp_path):
   options = tfjob.job_options('shapes', 'img', _CONFIG, '/tmp/train', namespace='ml',
-                              workers=2, backoff_limit=4, restart_policy='OnFailure')
+                              workers=2, backoff_limit=4, restart_policy='OnFailure',
+                              pvc='scratch', mount_path='/tmp')
   path = tfjob.write_manifest(options, str(tmp_path / 'job.yaml'))
   job = tfjob.read_tfjob(path)
   assert (job.name, job.namespace, job.backoff_limit, job.port) == ('shapes', 'ml', 4, 2222)
