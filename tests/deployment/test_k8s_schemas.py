@@ -93,31 +93,67 @@ def test_closing_keeps_preserve_unknown_fields_and_maps_open():
 # ----------------------------------------------------------------------------
 # What deployment.tfjob writes today.
 
-@pytest.mark.parametrize('kwargs', [
-    dict(),  # chief, a worker, a ps and the evaluator
-    dict(namespace='ml', workers=2, ps=1, gpus_per_worker=2, cpu='4', memory='16Gi',
-         env={'GOOGLE_APPLICATION_CREDENTIALS': '/secrets/gcs/key.json'},
-         program_args=['--num_train_steps=2000']),
-    dict(chief=False, workers=3, ps=2, cpu='500m', memory='1.5Gi'),
-    dict(program='trainer.model_main', output_dir='gs://bucket/shapes/model', chief=False,
-         workers=2, ps=1, evaluator=True, port=2345),
-    dict(program='trainer.model_main', output_dir='gs://bucket/shapes/model', evaluator=False,
-         gpus_per_worker=1),
-    dict(evaluator=False, restart_policy='OnFailure', backoff_limit=0, python='python3'),
-], ids=['defaults', 'gpus', 'no_chief', 'model_main_evaluator', 'model_main_gpu',
-        'no_evaluator'])
-def test_written_manifests_pass_the_schemas(kwargs):
-  text = _manifest_text(**kwargs)
+_COMBINATIONS = {
+    'defaults': dict(),  # chief, a worker, a ps and the evaluator
+    'gpus': dict(namespace='ml', workers=2, ps=1, gpus_per_worker=2, cpu='4', memory='16Gi',
+                 env={'GOOGLE_APPLICATION_CREDENTIALS': '/secrets/gcs/key.json'},
+                 program_args=['--num_train_steps=2000']),
+    'no_chief': dict(chief=False, workers=3, ps=2, cpu='500m', memory='1.5Gi'),
+    'model_main_evaluator': dict(program='trainer.model_main',
+                                 output_dir='gs://bucket/shapes/model', chief=False, workers=2,
+                                 ps=1, evaluator=True, port=2345),
+    'model_main_gpu': dict(program='trainer.model_main', output_dir='gs://bucket/shapes/model',
+                           evaluator=False, gpus_per_worker=1),
+    'no_evaluator': dict(evaluator=False, restart_policy='OnFailure', backoff_limit=0,
+                         python='python3'),
+    'storage_pvc': dict(output_dir='/mnt/shared/shapes/train', pvc='shapes-rwx',
+                        mount_path='/mnt/shared'),
+    'platform': dict(gpus_per_worker=1, resources={'ps': {'cpu': '2', 'memory': '4Gi'},
+                                                   'evaluator': {'cpu': '1', 'gpu': 1}},
+                     active_deadline_secs=7200, ttl_secs_after_finished=600,
+                     priority_class='high', node_selector={'gpu': 'h100'},
+                     tolerations=[{'key': 'nvidia.com/gpu', 'operator': 'Exists',
+                                   'effect': 'NoSchedule'}],
+                     kueue_queue='team-a', termination_grace_secs=120),
+}
+
+
+def _job_templates(job):
+  """{role: pod template} of a TFJob, or {role: Job template} of a JobSet."""
+  if job['kind'] == 'TFJob':
+    return _pod_templates(job)
+  return {r['name']: r['template'] for r in job['spec']['replicatedJobs']}
+
+
+@pytest.mark.parametrize('kind', ['tfjob', 'jobset'])
+@pytest.mark.parametrize('name', sorted(_COMBINATIONS))
+def test_written_manifests_pass_the_schemas(name, kind):
+  kwargs = dict(_COMBINATIONS[name])
+  options = tfjob.job_options('shapes', _IMAGE, _CONFIG,
+                              kwargs.pop('output_dir', 'gs://bucket/shapes/train'), **kwargs)
+  text = tfjob.manifest_text(options, kind=kind)
   kinds = k8s_schema.validate_documents(text)
-  assert kinds[0] == 'TFJob' and 'NetworkPolicy' in kinds
+  assert kinds == [{'tfjob': 'TFJob', 'jobset': 'JobSet'}[kind], 'NetworkPolicy']
   documents = _documents(text)
-  job = documents['TFJob']
-  k8s_schema.validate_tfjob(job)
+  job = documents[kinds[0]]
+  (k8s_schema.validate_tfjob if kind == 'tfjob' else k8s_schema.validate_jobset)(job)
   k8s_schema.validate_core(documents['NetworkPolicy'])
-  templates = _pod_templates(job)
+  templates = _job_templates(job)
   assert templates
   for template in templates.values():
+    if kind == 'jobset':
+      k8s_schema.validate_core(template, kind='JobTemplateSpec')
+      template = template['spec']['template']
     k8s_schema.validate_core(template, kind='PodTemplateSpec')
+
+
+def test_a_broken_generated_jobset_is_rejected():
+  # The validator is no formality for the writer's own output either.
+  job = tfjob.manifests(tfjob.job_options('shapes', _IMAGE, _CONFIG, 'gs://b/t'),
+                        kind='jobset')[0]
+  job['spec']['replicatedJobs'][0]['template']['spec']['completionMod'] = 'Indexed'
+  with pytest.raises(k8s_schema.SchemaError, match=r'completionMod'):
+    k8s_schema.validate_jobset(job)
 
 
 def _run_writer(tmp_path, *flags):
@@ -142,6 +178,24 @@ def test_command_line_manifests_pass_the_schemas(tmp_path):
   assert job['spec']['tfReplicaSpecs']['Worker']['replicas'] == 2
   for template in _pod_templates(job).values():
     k8s_schema.validate_core(template, kind='PodTemplateSpec')
+
+
+def test_jobset_worked_example_passes_the_schemas(tmp_path):
+  # The JobSet worked example of docs/kubernetes.md, flag for flag.
+  text = _run_writer(
+      tmp_path, '--kind=jobset', '--job_name=shapes', '--namespace=ml', '--image=' + _IMAGE,
+      '--pipeline_config_path=gs://my-bucket/shapes/pipeline.config',
+      '--pvc=shapes-rwx', '--mount_path=/mnt/shared', '--train_dir=/mnt/shared/shapes/train',
+      '--workers=2', '--ps=1', '--gpus_per_worker=2', '--cpu=4', '--memory=16Gi',
+      '--resources=ps:cpu=2,memory=8Gi', '--toleration=nvidia.com/gpu:NoSchedule',
+      '--', '--num_train_steps=2000')
+  assert k8s_schema.validate_documents(text) == ['JobSet', 'NetworkPolicy']
+  job = _documents(text)['JobSet']
+  templates = _job_templates(job)
+  assert templates['worker']['spec']['parallelism'] == 2
+  for template in templates.values():
+    k8s_schema.validate_core(template, kind='JobTemplateSpec')
+    k8s_schema.validate_core(template['spec']['template'], kind='PodTemplateSpec')
 
 
 # ----------------------------------------------------------------------------
