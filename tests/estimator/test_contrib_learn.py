@@ -236,8 +236,31 @@ def test_check_interval_secs_warns_once_that_it_has_no_effect(tmp_path, caplog):
   assert len(warnings) == 1 and 'no effect' in warnings[0].getMessage()
 
 
+def test_contrib_run_config_arguments(tmp_path):
+  # tf.contrib.learn.RunConfig(master, num_cores, log_device_placement, gpu_memory_fraction, ...)
+  config = learn.RunConfig(None, 2, False, 0.5, model_dir=str(tmp_path / 'model'),
+                           save_checkpoints_steps=4)
+  assert isinstance(config, tfe.RunConfig)
+  assert (config.save_checkpoints_steps, config.save_checkpoints_secs) == (4, None)
+  assert config.session_config.intra_op_parallelism_threads == 2
+  assert config.session_config.gpu_options.per_process_gpu_memory_fraction == 0.5
+  assert config.tf_config.inter_op_parallelism_threads == 2
+  assert learn.RunConfig().save_checkpoints_secs == 600
+  assert learn.RunConfig().session_config is None
+
+  def experiment_fn(run_config, params):
+    estimator = tfe.Estimator(_make_model_fn([]), config=run_config, params=params)
+    return learn.Experiment(estimator, _input_fn(), _input_fn(num_batches=1), train_steps=8)
+
+  learn.learn_runner.run(experiment_fn, run_config=config, schedule='train',
+                         hparams={'learning_rate': 0.3})
+  state = tf.train.get_checkpoint_state(str(tmp_path / 'model'))
+  assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == [
+      'model.ckpt-0', 'model.ckpt-4', 'model.ckpt-8']  # save_checkpoints_steps=4 applied
+
+
 def test_learn_namespace_names(tmp_path):
-  assert learn.Experiment is tfe.Experiment and learn.RunConfig is tfe.RunConfig
+  assert learn.Experiment is tfe.Experiment
   assert learn.learn_runner.run is learn_runner.run
   with pytest.raises(ValueError, match='train_steps_per_iteration must be an integer'):
     tfe.Experiment(_estimator(tmp_path), _input_fn(), _input_fn(),

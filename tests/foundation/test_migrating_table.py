@@ -215,10 +215,20 @@ def _check_contrib_mode_keys():
 
 def _check_learn_namespace():
   from trainer.estimator import learn  # pylint: disable=import-outside-toplevel
-  assert learn.Experiment is tfe.Experiment and learn.RunConfig is tfe.RunConfig
+  assert learn.Experiment is tfe.Experiment and issubclass(learn.RunConfig, tfe.RunConfig)
   _params(learn.learn_runner.run, 'experiment_fn', 'output_dir', 'schedule', 'run_config',
           'hparams')
   _check_contrib_mode_keys()
+
+
+def _check_contrib_run_config():
+  from trainer.estimator import learn  # pylint: disable=import-outside-toplevel
+  _params(learn.RunConfig, 'master', 'num_cores', 'log_device_placement', 'gpu_memory_fraction',
+          'tf_random_seed', 'save_summary_steps', 'save_checkpoints_secs',
+          'save_checkpoints_steps', 'keep_checkpoint_max', 'keep_checkpoint_every_n_hours',
+          'log_step_count_steps', 'protocol', 'evaluation_master', 'model_dir', 'session_config')
+  config = learn.RunConfig(num_cores=2, model_dir='/tmp/unused', save_checkpoints_steps=10)
+  assert config.session_config.intra_op_parallelism_threads == 2
 
 
 def _check_run_config_clones():
@@ -420,6 +430,7 @@ ROW_CHECKS = {
     'tfe.learn_runner.run': lambda: _params(tfe.learn_runner.run, 'experiment_fn', 'output_dir',
                                             'schedule', 'run_config', 'hparams'),
     'tfe.learn.ModeKeys': _check_contrib_mode_keys,
+    'tfe.learn.RunConfig': _check_contrib_run_config,
     'tfe.learn': _check_learn_namespace,
     'tfe.RunConfig(num_clones=N)': _check_run_config_clones,
     'tfe.TowerOptimizer(optimizer)': _check_tower_optimizer,
