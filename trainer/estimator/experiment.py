@@ -137,7 +137,8 @@ class Experiment(object):
       min_eval_frequency: local train_and_evaluate evaluates every this many
         steps; None: every new checkpoint; 0: only after training.
       delay_workers_by_global_step: a TF_CONFIG worker with index i waits for
-        global step int(8000 * ln(i + 1)) instead of a few seconds.
+        global step int(8000 * ln(i + 1)) (at most train_steps) instead of a
+        few seconds.
       export_strategies: an Exporter or a list of them.
       train_steps_per_iteration: steps between the evaluations of
         continuous_train_and_eval (default: train_steps / 10, or 1000).
@@ -218,9 +219,9 @@ class Experiment(object):
 
   # -- specs for tfe.train_and_evaluate ------------------------------------
 
-  def _specs(self, throttle_secs):
+  def _specs(self, throttle_secs, extra_train_hooks=()):
     train_spec = training.TrainSpec(self._train_input_fn, max_steps=self._train_steps,
-                                    hooks=self._train_monitors,
+                                    hooks=self._train_monitors + list(extra_train_hooks),
                                     saving_listeners=self._saving_listeners)
     eval_spec = training.EvalSpec(self._eval_input_fn, steps=self._eval_steps,
                                   hooks=self._eval_hooks,
@@ -270,11 +271,14 @@ class Experiment(object):
     """
     config = self._estimator.config
     wait_steps = _worker_wait_steps(config.task_id)
+    if self._train_steps is not None:
+      # Never wait for a step the training will not reach (contrib's worker hung there).
+      wait_steps = min(wait_steps, self._train_steps)
     logging.info('delay_workers_by_global_step: worker %d starts at global step %d',
                  config.task_id, wait_steps)
-    train_spec, eval_spec = self._specs(self._continuous_eval_throttle_secs)
-    train_spec = train_spec._replace(hooks=tuple(train_spec.hooks) + (
-        tf.compat.v1.train.GlobalStepWaiterHook(wait_steps),))
+    train_spec, eval_spec = self._specs(
+        self._continuous_eval_throttle_secs,
+        extra_train_hooks=[tf.compat.v1.train.GlobalStepWaiterHook(wait_steps)])
     executor = training._TrainingExecutor(self._estimator, train_spec, eval_spec)  # pylint: disable=protected-access
     executor._config = config.replace(experimental_max_worker_delay_secs=0)  # pylint: disable=protected-access
     return executor.run_worker()
