@@ -300,8 +300,14 @@ _COMBINED = ('model_dir', 'linear_feature_columns', 'linear_optimizer', 'dnn_fea
 
 def _check_canned_linear_classifier():
   _params(tfe.LinearClassifier, *_LINEAR_CLASSIFIER)
-  estimator = tfe.LinearClassifier(_columns(), n_classes=3, optimizer='Ftrl')
-  assert isinstance(estimator, tfe.Estimator)
+  estimator = tfe.LinearClassifier(_columns(), model_dir=None, n_classes=3, optimizer='Ftrl',
+                                   config=tfe.RunConfig(model_dir='unused_model_dir'))
+  assert isinstance(estimator, tfe.Estimator) and estimator.model_dir == 'unused_model_dir'
+
+
+def _check_mode_keys():
+  assert (tfe.ModeKeys.TRAIN, tfe.ModeKeys.EVAL, tfe.ModeKeys.PREDICT) == (
+      'train', 'eval', 'infer')
 
 
 def _check_keras():
@@ -363,8 +369,7 @@ ROW_CHECKS = {
         tfe.EstimatorSpec, 'mode', 'predictions', 'loss', 'train_op', 'eval_metric_ops',
         'export_outputs', 'training_chief_hooks', 'training_hooks', 'scaffold',
         'evaluation_hooks', 'prediction_hooks'),
-    'tfe.ModeKeys': lambda: (tfe.ModeKeys.TRAIN, tfe.ModeKeys.EVAL, tfe.ModeKeys.PREDICT) == (
-        'train', 'eval', 'infer') or pytest.fail('ModeKeys values differ from tf.estimator'),
+    'tfe.ModeKeys': _check_mode_keys,
     'tfe.RunConfig': _check_run_config_clones,
     'tfe.WarmStartSettings': lambda: _params(
         tfe.WarmStartSettings, 'ckpt_to_initialize_from', 'vars_to_warm_start',
