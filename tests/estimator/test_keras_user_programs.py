@@ -10,7 +10,9 @@ cannot both be had in one process; it imports slimtrain before touching
 TF_USE_LEGACY_KERAS=1 when the user has not chosen). Each model trains two
 steps from zero weights on one batch, and the kernels must be those the
 compiled optimizer gives: its own learning rate and momentum, or the name's
-defaults (sgd 0.01; adam and rmsprop 0.001).
+defaults (sgd 0.01; adam and rmsprop 0.001). A program that touches
+`tf.keras` before importing slimtrain gets Keras 3, and the TypeError says
+how to get tf_keras instead.
 """
 
 import json
@@ -116,6 +118,36 @@ def test_tf_keras_model_with_string_and_object_optimizers(mode, tmp_path):
     rmsprop = np.abs(kernels[kind + ' rmsprop'])
     assert np.all(np.sign(kernels[kind + ' rmsprop']) == sign)
     assert np.all((rmsprop > 0.0045) & (rmsprop < 0.0056)), rmsprop
+
+
+# The same user touching tf.keras before importing slimtrain: tf.keras is Keras 3 then.
+KERAS_3_FIRST_PROGRAM = r'''
+import json, sys
+import tensorflow as tf
+model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(1)])
+model.compile(optimizer='sgd', loss='mse')
+from trainer import estimator as tfe
+try:
+  tfe.keras.model_to_estimator(keras_model=model, model_dir=sys.argv[1])
+  print(json.dumps({'error': None}))
+except TypeError as e:
+  print(json.dumps({'error': str(e), 'keras_module': type(model).__module__}))
+'''
+
+
+def test_tf_keras_touched_before_slimtrain_is_keras_3_and_the_error_says_what_to_do(tmp_path):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='',
+             PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''))
+  env.pop('TF_USE_LEGACY_KERAS', None)
+  proc = subprocess.run([sys.executable, '-c', KERAS_3_FIRST_PROGRAM, str(tmp_path / 'm')],
+                        capture_output=True, text=True, env=env, timeout=300, cwd=REPO_ROOT)
+  assert proc.returncode == 0, proc.stderr[-4000:]
+  report = json.loads(proc.stdout.strip().splitlines()[-1])
+  if not report.get('keras_module', '').startswith('keras'):
+    pytest.skip('tf.keras is not Keras 3 in this environment')
+  assert 'Keras 3 model' in report['error']
+  assert 'import slimtrain before the program first uses `tf.keras`' in report['error']
+  assert 'TF_USE_LEGACY_KERAS' in report['error']
 
 
 if __name__ == '__main__':
