@@ -27,7 +27,8 @@ Map:
   `train_and_evaluate`), `early_stopping.py` and `experimental.py` (the stop
   hooks).
 * tf.contrib.learn / tf.contrib.training names: `experiment.py`,
-  `learn_runner.py`, `hparams.py`.
+  `learn_runner.py`, `hparams.py`, `learn.py` (`tfe.learn`: the
+  `tf.contrib.learn` namespace, with contrib's `ModeKeys.INFER`).
 """
 
 from core import compat  # noqa: F401  (must run before tf_slim is used)
@@ -63,7 +64,9 @@ from trainer.estimator.training import EvalSpec  # noqa: E402,F401
 from trainer.estimator.training import TrainSpec  # noqa: E402,F401
 from trainer.estimator.training import train_and_evaluate  # noqa: E402,F401
 
-# tf.contrib.learn / tf.contrib.training pieces (hparams.py, experiment.py, learn_runner.py).
+# tf.contrib.learn / tf.contrib.training pieces (hparams.py, experiment.py, learn_runner.py,
+# learn.py: the `tf.contrib.learn` namespace with contrib's ModeKeys).
+from trainer.estimator import learn  # noqa: E402,F401
 from trainer.estimator import learn_runner  # noqa: E402,F401
 from trainer.estimator.experiment import Experiment  # noqa: E402,F401
 from trainer.estimator.hparams import HParams  # noqa: E402,F401

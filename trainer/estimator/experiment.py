@@ -16,6 +16,8 @@ methods map onto the estimator and `tfe.train_and_evaluate`:
                           train_steps (contrib's never returned)
     continuous_train_and_eval()  alternate train_steps_per_iteration steps of
                           training with an evaluation
+    local_run()           contrib's oldest schedule: evaluate every
+                          local_eval_frequency steps (None: once, at the end)
     run_std_server()      a ps task: serve until training is over
     test()                one training step and one evaluation step
 
@@ -38,6 +40,7 @@ BestExporter), which replaced contrib's ExportStrategy; exports go to
 """
 
 import inspect
+import math
 import time
 
 from absl import logging
@@ -49,8 +52,30 @@ from trainer.estimator import estimator as estimator_lib
 from trainer.estimator import exporter as exporter_lib
 from trainer.estimator import training
 
-# contrib used 1000 steps per iteration when none was given.
+# contrib's continuous_train_and_eval chunk when neither it nor train_steps is given;
+# with train_steps it trains a tenth of them per chunk.
 _DEFAULT_TRAIN_STEPS_PER_ITERATION = 1000
+
+# contrib's default check_interval_secs. It throttled contrib's polling for a new
+# checkpoint during training; local train_and_evaluate here trains in chunks and
+# does not poll, so the argument has no effect.
+_CONTRIB_CHECK_INTERVAL_SECS = 5
+
+# delay_workers_by_global_step: worker i waits for this many global steps times ln(i + 1).
+_WORKER_WAIT_STEPS_SCALE = 8000.0
+
+
+def _warn_no_effect(check_interval_secs):
+  """Logs one warning when an argument that cannot apply here is set."""
+  if check_interval_secs != _CONTRIB_CHECK_INTERVAL_SECS:
+    logging.warning('Experiment: check_interval_secs=%r has no effect in slimtrain (training '
+                    'is not polled for new checkpoints); it is accepted and ignored',
+                    check_interval_secs)
+
+
+def _worker_wait_steps(task_id):
+  """Global step worker `task_id` waits for with delay_workers_by_global_step (contrib's)."""
+  return int(_WORKER_WAIT_STEPS_SCALE * math.log((task_id or 0) + 1))
 
 
 def _is_distributed(config):
@@ -87,29 +112,42 @@ class Experiment(object):
 
   def __init__(self, estimator, train_input_fn, eval_input_fn, eval_metrics=None,
                train_steps=None, eval_steps=100, train_monitors=None, eval_hooks=None,
-               eval_delay_secs=120, continuous_eval_throttle_secs=60, min_eval_frequency=None,
-               export_strategies=None, train_steps_per_iteration=None, saving_listeners=None):
-    """Creates an Experiment.
+               local_eval_frequency=None, eval_delay_secs=120, continuous_eval_throttle_secs=60,
+               min_eval_frequency=None, delay_workers_by_global_step=False,
+               export_strategies=None, train_steps_per_iteration=None,
+               checkpoint_and_export=False, saving_listeners=None, check_interval_secs=5):
+    """Creates an Experiment (contrib's arguments, in contrib's order).
 
     Args:
       estimator: a tfe.Estimator.
       train_input_fn: input_fn for training.
       eval_input_fn: input_fn for evaluation.
-      eval_metrics: contrib's metric dict; unsupported (return
-        eval_metric_ops from the model_fn).
+      eval_metrics: contrib's metric dict; must be None, as contrib required
+        with a tf.estimator Estimator (return eval_metric_ops from the
+        model_fn).
       train_steps: train until this global step (None: until the input ends).
       eval_steps: batches per evaluation (None: the whole eval input).
       train_monitors: SessionRunHooks for training (contrib's monitors).
       eval_hooks: SessionRunHooks for evaluation.
+      local_eval_frequency: the `local_run` schedule evaluates every this
+        many steps (None: only after training).
       eval_delay_secs: an evaluator task's wait before its first evaluation.
       continuous_eval_throttle_secs: minimum seconds between evaluations of
         continuous_eval (and on a cluster, of train_and_evaluate).
       min_eval_frequency: local train_and_evaluate evaluates every this many
         steps; None: every new checkpoint; 0: only after training.
+      delay_workers_by_global_step: a TF_CONFIG worker with index i waits for
+        global step int(8000 * ln(i + 1)) (at most train_steps) instead of a
+        few seconds.
       export_strategies: an Exporter or a list of them.
       train_steps_per_iteration: steps between the evaluations of
-        continuous_train_and_eval (default 1000).
+        continuous_train_and_eval (default: train_steps / 10, or 1000).
+      checkpoint_and_export: with a checkpoint cadence in the RunConfig,
+        train_and_evaluate evaluates and exports at every checkpoint and
+        min_eval_frequency is ignored.
       saving_listeners: CheckpointSaverListeners for training.
+      check_interval_secs: accepted; has no effect here (a warning says so
+        when it is not contrib's default, 5).
 
     Raises:
       ValueError, TypeError: for invalid arguments, each naming its argument.
@@ -121,15 +159,20 @@ class Experiment(object):
       if not callable(fn):
         raise TypeError('Experiment: %s must be callable, got %r' % (name, fn))
     if eval_metrics is not None:
-      raise ValueError('Experiment: eval_metrics is not supported; return eval_metric_ops '
-                       'from the model_fn instead')
+      raise ValueError('Experiment: eval_metrics is not supported (contrib required None with '
+                       'a tf.estimator Estimator too); return eval_metric_ops from the '
+                       'model_fn instead')
     for name, value in (('train_steps', train_steps), ('eval_steps', eval_steps),
                         ('train_steps_per_iteration', train_steps_per_iteration)):
       if value is not None and value <= 0:
         raise ValueError('Experiment: %s must be None or > 0, got %r' % (name, value))
-    if min_eval_frequency is not None and min_eval_frequency < 0:
-      raise ValueError('Experiment: min_eval_frequency must be None or >= 0, got %r'
-                       % min_eval_frequency)
+    for name, value in (('min_eval_frequency', min_eval_frequency),
+                        ('local_eval_frequency', local_eval_frequency)):
+      if value is not None and value < 0:
+        raise ValueError('Experiment: %s must be None or >= 0, got %r' % (name, value))
+    if train_steps_per_iteration is not None and not isinstance(train_steps_per_iteration, int):
+      raise ValueError('Experiment: train_steps_per_iteration must be an integer, got %r'
+                       % (train_steps_per_iteration,))
     self._estimator = estimator
     self._train_input_fn = train_input_fn
     self._eval_input_fn = eval_input_fn
@@ -143,6 +186,10 @@ class Experiment(object):
     self._export_strategies = _as_exporters(export_strategies)
     self._train_steps_per_iteration = train_steps_per_iteration
     self._saving_listeners = list(saving_listeners or [])
+    self._local_eval_frequency = local_eval_frequency
+    self._delay_workers_by_global_step = delay_workers_by_global_step
+    self._checkpoint_and_export = checkpoint_and_export
+    _warn_no_effect(check_interval_secs)
 
   @property
   def estimator(self):
@@ -172,9 +219,9 @@ class Experiment(object):
 
   # -- specs for tfe.train_and_evaluate ------------------------------------
 
-  def _specs(self, throttle_secs):
+  def _specs(self, throttle_secs, extra_train_hooks=()):
     train_spec = training.TrainSpec(self._train_input_fn, max_steps=self._train_steps,
-                                    hooks=self._train_monitors,
+                                    hooks=self._train_monitors + list(extra_train_hooks),
                                     saving_listeners=self._saving_listeners)
     eval_spec = training.EvalSpec(self._eval_input_fn, steps=self._eval_steps,
                                   hooks=self._eval_hooks,
@@ -203,6 +250,8 @@ class Experiment(object):
     """
     config = self._estimator.config
     if _is_distributed(config) and config.task_type in ('chief', 'master', 'worker'):
+      if config.task_type == 'worker' and self._delay_workers_by_global_step:
+        return self._train_worker_after_global_step()
       train_spec, eval_spec = self._specs(self._continuous_eval_throttle_secs)
       if config.task_type == 'master':
         logging.info('Experiment.train on a master task also evaluates (train_and_evaluate)')
@@ -213,6 +262,26 @@ class Experiment(object):
     return self._estimator.train(self._train_input_fn, max_steps=self._train_steps,
                                  hooks=self._train_monitors,
                                  saving_listeners=self._saving_listeners or None)
+
+  def _train_worker_after_global_step(self):
+    """A worker's train_and_evaluate role, started by global step (delay_workers_by_global_step).
+
+    A GlobalStepWaiterHook takes the place of the few seconds' delay a
+    worker otherwise waits, as in contrib.
+    """
+    config = self._estimator.config
+    wait_steps = _worker_wait_steps(config.task_id)
+    if self._train_steps is not None:
+      # Never wait for a step the training will not reach (contrib's worker hung there).
+      wait_steps = min(wait_steps, self._train_steps)
+    logging.info('delay_workers_by_global_step: worker %d starts at global step %d',
+                 config.task_id, wait_steps)
+    train_spec, eval_spec = self._specs(
+        self._continuous_eval_throttle_secs,
+        extra_train_hooks=[tf.compat.v1.train.GlobalStepWaiterHook(wait_steps)])
+    executor = training._TrainingExecutor(self._estimator, train_spec, eval_spec)  # pylint: disable=protected-access
+    executor._config = config.replace(experimental_max_worker_delay_secs=0)  # pylint: disable=protected-access
+    return executor.run_worker()
 
   def evaluate(self, delay_secs=None, name=None):
     """Evaluates the latest checkpoint for eval_steps; returns the metrics."""
@@ -276,10 +345,26 @@ class Experiment(object):
     return eval_result, export_results
 
   def train_and_evaluate(self):
-    """Trains and evaluates (see the module docstring); returns (metrics, exports)."""
-    if _is_distributed(self._estimator.config) or self._min_eval_frequency is None:
+    """Trains and evaluates (see the module docstring); returns (metrics, exports).
+
+    With checkpoint_and_export and a checkpoint cadence in the RunConfig,
+    every checkpoint is evaluated and exported (min_eval_frequency ignored).
+    """
+    config = self._estimator.config
+    every_checkpoint = self._checkpoint_and_export and (
+        config.save_checkpoints_steps or config.save_checkpoints_secs)
+    if (_is_distributed(config) or self._min_eval_frequency is None or every_checkpoint):
       return self._train_and_evaluate_on_task()
     return self._train_eval_loop(self._min_eval_frequency)
+
+  def local_run(self):
+    """contrib's oldest schedule: train_and_evaluate every local_eval_frequency steps.
+
+    local_eval_frequency None (its default) evaluates once, after training.
+    """
+    if _is_distributed(self._estimator.config):
+      return self.train_and_evaluate()
+    return self._train_eval_loop(self._local_eval_frequency or 0)
 
   def continuous_train_and_eval(self, continuous_eval_predicate_fn=None):
     """Alternates train_steps_per_iteration training steps with an evaluation.
@@ -294,13 +379,16 @@ class Experiment(object):
     if _is_distributed(self._estimator.config):
       raise ValueError('continuous_train_and_eval runs in one process only; on a cluster use '
                        'the train_and_evaluate schedule')
-    return self._train_eval_loop(
-        self._train_steps_per_iteration or _DEFAULT_TRAIN_STEPS_PER_ITERATION,
-        continuous_eval_predicate_fn)
+    steps = self._train_steps_per_iteration
+    if steps is None:
+      steps = (max(1, self._train_steps // 10) if self._train_steps
+               else _DEFAULT_TRAIN_STEPS_PER_ITERATION)
+    return self._train_eval_loop(steps, continuous_eval_predicate_fn)
 
   def continuous_eval(self, delay_secs=None, throttle_delay_secs=None,
                       evaluate_checkpoint_only_if_changed=True,
-                      continuous_eval_predicate_fn=None, export=True, timeout_secs=None):
+                      continuous_eval_predicate_fn=None, export=True, timeout_secs=None,
+                      evaluate_checkpoint_only_once=None):
     """Evaluates each new checkpoint of model_dir (and exports it).
 
     Returns once a checkpoint reaches train_steps or the predicate says
@@ -316,10 +404,14 @@ class Experiment(object):
       continuous_eval_predicate_fn: optional fn(eval_result) -> bool; False stops.
       export: run the exporters after each evaluation.
       timeout_secs: give up after this many seconds without a new checkpoint.
+      evaluate_checkpoint_only_once: contrib's name for
+        evaluate_checkpoint_only_if_changed (wins when given).
 
     Returns:
       (last eval result, last export results).
     """
+    if evaluate_checkpoint_only_once is not None:
+      evaluate_checkpoint_only_if_changed = evaluate_checkpoint_only_once
     if not evaluate_checkpoint_only_if_changed:
       raise ValueError('continuous_eval: evaluate_checkpoint_only_if_changed=False is not '
                        'supported; each checkpoint is evaluated once')

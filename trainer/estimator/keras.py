@@ -58,6 +58,9 @@ Differs on purpose from tf.estimator 2.15:
   model_dir); `checkpoint_format='checkpoint'` is accepted and means the same.
 * The optimizer's slots (e.g. Adam's moments) are not carried over from the
   Keras model; training starts them fresh, as a new Estimator would.
+* The optimizer may be compiled as a name ('adam': the name's defaults) or
+  an object, in an eager or a graph program; each graph gets a fresh
+  tf_keras legacy (graph-mode) optimizer with its hyper-parameters.
 * Sample weights through a `sample_weights` feature and `RunConfig(num_clones>1)`
   are not supported; Keras 3 models (`import keras`) are refused: they have no
   TF1 graph mode (see docs/migrating.md).
@@ -111,7 +114,9 @@ def _check_model(keras_model):
       raise TypeError(
           'keras_model is a Keras 3 model (%s); model_to_estimator takes tf_keras (Keras 2) '
           'models only, because Keras 3 cannot build a model in a TF1 graph. Build it with '
-          '`import tf_keras` instead of `import keras` (see docs/migrating.md).'
+          '`import tf_keras` instead of `import keras`; for `tf.keras` to be tf_keras, '
+          'import slimtrain before the program first uses `tf.keras` and leave '
+          'TF_USE_LEGACY_KERAS unset (or set it to 1) (see docs/migrating.md).'
           % type(keras_model).__name__)
     raise TypeError('keras_model must be a compiled tf_keras.Model, got %s'
                     % type(keras_model).__name__)
@@ -127,6 +132,44 @@ def _check_model(keras_model):
                      'model with `model.compile()` before calling `model_to_estimator()`.')
 
 
+def _serialize_optimizer(optimizer):
+  """The optimizer as a Keras config dict, whichever form compile() kept it in.
+
+  Args:
+    optimizer: a name ('adam'; what an eager model's compile config holds
+      when compile() got one), a config dict, or an optimizer object.
+
+  Returns:
+    {'class_name': ..., 'config': {...}, ...}; a name gives an empty config
+    (the optimizer's defaults).
+  """
+  if isinstance(optimizer, str):
+    return {'class_name': optimizer, 'config': {}}
+  if isinstance(optimizer, dict):
+    return optimizer
+  if tf.executing_eagerly() or not isinstance(optimizer, tf_keras.optimizers.Optimizer):
+    return tf_keras.optimizers.serialize(optimizer)
+  # A Keras 2.11+ optimizer made in a graph program: its get_config() reads its
+  # hyper-parameter variables with .numpy(), which graph mode does not have;
+  # read them through the Keras session instead, for this one call.
+  read_in_eager = optimizer._serialize_hyperparameter  # pylint: disable=protected-access
+
+  def read_in_graph(value):
+    if not isinstance(value, tf.Variable):
+      return read_in_eager(value)
+    try:
+      return tf_keras.backend.get_value(value)
+    except tf.errors.FailedPreconditionError:
+      # Not initialized yet (the model never trained): its value is the initial one.
+      return tf_keras.backend.get_value(value.initial_value)
+
+  optimizer._serialize_hyperparameter = read_in_graph  # pylint: disable=protected-access
+  try:
+    return tf_keras.optimizers.serialize(optimizer)
+  finally:
+    del optimizer._serialize_hyperparameter  # pylint: disable=protected-access
+
+
 def _compile_config(keras_model):
   """The model's compile() arguments, serialized, so each graph can rebuild its own."""
   config = keras_model.get_compile_config()
@@ -138,10 +181,12 @@ def _compile_config(keras_model):
         'metrics': serialize(getattr(keras_model, '_compile_metrics', None)),
         'weighted_metrics': serialize(getattr(keras_model, '_compile_weighted_metrics', None)),
         'loss_weights': serialize(getattr(keras_model, 'loss_weights', None)),
-        'optimizer': tf_keras.optimizers.serialize(keras_model.optimizer),
+        'optimizer': keras_model.optimizer,
     }
-  return {key: config.get(key) for key in ('optimizer', 'loss', 'metrics',
-                                           'weighted_metrics', 'loss_weights')}
+  config = {key: config.get(key) for key in ('optimizer', 'loss', 'metrics',
+                                             'weighted_metrics', 'loss_weights')}
+  config['optimizer'] = _serialize_optimizer(config['optimizer'])
+  return config
 
 
 def _legacy_optimizer(optimizer_config, custom_objects):

@@ -17,8 +17,10 @@ TF_CONFIG task, as contrib did:
     ps                          'run_std_server'
     evaluator                   'continuous_eval'
 
-The oldest form, `run(experiment_fn, output_dir)`, calls
-`experiment_fn(output_dir)` and is still accepted.
+experiment_fn gets the run config and the hparams positionally, as from
+contrib, so `def experiment_fn(config, params)` works as well. The oldest
+form, `run(experiment_fn, output_dir)`, calls `experiment_fn(output_dir=...)`
+and is still accepted.
 """
 
 import inspect
@@ -79,20 +81,29 @@ def _execute_schedule(experiment, schedule):
   return task()
 
 
-def _takes_args(fn, names):
+def _call_old_form(experiment_fn, output_dir):
+  """contrib's deprecated form: `experiment_fn(output_dir=...)`.
+
+  contrib passed output_dir by keyword; a one-argument function that names its
+  parameter otherwise gets it positionally.
+  """
   try:
-    params = inspect.signature(fn).parameters
+    params = inspect.signature(experiment_fn).parameters
   except (TypeError, ValueError):
-    return False
-  return all(name in params for name in names) or any(
+    params = {}
+  takes_keyword = 'output_dir' in params or any(
       p.kind == p.VAR_KEYWORD for p in params.values())
+  if params and not takes_keyword:
+    return experiment_fn(output_dir)
+  return experiment_fn(output_dir=output_dir)
 
 
 def run(experiment_fn, output_dir=None, schedule=None, run_config=None, hparams=None):
   """Builds the Experiment with `experiment_fn` and runs `schedule` on it.
 
   Args:
-    experiment_fn: `fn(run_config, hparams) -> Experiment`, or (with
+    experiment_fn: `fn(run_config, hparams) -> Experiment`, called with
+      both positionally (the parameters may have any names), or (with
       output_dir) the old `fn(output_dir) -> Experiment`.
     output_dir: old form only: the model directory passed to experiment_fn.
     schedule: an Experiment method name; None picks one from TF_CONFIG.
@@ -113,15 +124,12 @@ def run(experiment_fn, output_dir=None, schedule=None, run_config=None, hparams=
     if run_config is not None or hparams is not None:
       raise ValueError('Cannot provide both `output_dir` and either `run_config` or '
                        '`hparams`; pass the directory as run_config.model_dir instead.')
-    experiment = experiment_fn(output_dir=output_dir)
+    experiment = _call_old_form(experiment_fn, output_dir)
   else:
-    if not _takes_args(experiment_fn, ('run_config', 'hparams')):
-      raise ValueError('experiment_fn must take (run_config, hparams) when output_dir is not '
-                       'given; got %s%s' % (getattr(experiment_fn, '__name__', experiment_fn),
-                                            inspect.signature(experiment_fn)))
     if run_config is None:
       run_config = run_config_lib.RunConfig()
-    experiment = experiment_fn(run_config=run_config, hparams=hparams)
+    # Positionally, as contrib did: `def experiment_fn(config, params)` works too.
+    experiment = experiment_fn(run_config, hparams)
   if not isinstance(experiment, experiment_lib.Experiment):
     raise TypeError('Experiment builder did not return an Experiment instance, got %s '
                     'instead.' % type(experiment))
