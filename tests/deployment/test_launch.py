@@ -253,7 +253,8 @@ def test_netns_puts_every_task_on_its_own_host(tmp_path, netns_network):
   assert cluster == {
       'chief': ['%s:2222' % network.address('chief0')],
       'worker': ['%s:2222' % network.address('worker%d' % i) for i in (0, 1)],
-      'ps': ['%s:2222' % network.address('ps0')]}
+      'ps': ['%s:2222' % network.address('ps0')],
+      'evaluator': ['%s:2222' % network.address('evaluator0')]}
   assert all(a.startswith('10.213.') for job in cluster.values() for a in job)
   namespaces = dict(re.findall(r'^\[(\w+:\d)\] network namespace (\S+)$', log, re.M))
   assert sorted(namespaces) == ['chief:0', 'evaluator:0', 'ps:0', 'worker:0', 'worker:1'], log
@@ -369,7 +370,9 @@ def test_tfjob_manifest_runs_with_operator_tf_config_and_backoff_limit(tmp_path)
   configs = {m.group(1): json.loads(m.group(2))
              for m in re.finditer(r'^\[(\w+:\d)\] TF_CONFIG=(.*)$', log, re.M)}
   cluster = configs['chief:0']['cluster']
-  assert sorted(cluster) == ['chief', 'ps', 'worker'] and len(cluster['worker']) == 2
+  # The operator's shape: every replica type, the evaluator included, in every pod's cluster.
+  assert sorted(cluster) == ['chief', 'evaluator', 'ps', 'worker']
+  assert len(cluster['worker']) == 2 and len(cluster['evaluator']) == 1
   assert configs['evaluator:0'] == {'cluster': cluster, 'environment': 'cloud',
                                     'task': {'type': 'evaluator', 'index': 0}}
   assert configs['ps:0']['task'] == {'type': 'ps', 'index': 0}
