@@ -61,8 +61,10 @@ From Python (tests, benchmarks):
     exit_code = launcher.run()
 
 Differs on purpose:
-* The TFJob operator's default is no backoff limit; the launcher's is 6
-  (--backoff_limit), so a crash loop ends.
+* The TFJob operator's default is no backoff limit, and under ExitCode its
+  backoffLimit does not count the pods it recreates (docs/kubernetes.md);
+  the launcher counts every restart against --backoff_limit (default 6), so
+  a crash loop ends.
 * A manifest's `python`/`python3` command runs with this interpreter, and the
   image, resources and volumes of the pod template are ignored: the tasks run
   in this checkout.
@@ -130,12 +132,14 @@ def die_with_parent_fn():
   if _PRCTL is None:
     return None
   parent = os.getpid()
+  sigkill = int(signal.SIGKILL)
 
   def set_parent_death_signal():
-    # Runs in the forked child before exec: only calls, no imports or allocation.
-    _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    # Runs in the forked child before exec (other threads of ours exist): it only calls
+    # functions resolved in the parent, and imports nothing.
+    _PRCTL(_PR_SET_PDEATHSIG, sigkill, 0, 0, 0)
     if os.getppid() != parent:
-      os.kill(os.getpid(), signal.SIGKILL)
+      os.kill(os.getpid(), sigkill)
 
   return set_parent_death_signal
 
@@ -498,7 +502,8 @@ def define_flags():
   flags.DEFINE_boolean('chief', True, 'Run a chief task (otherwise worker 0 is the chief).')
   flags.DEFINE_integer('workers', 1, 'Number of worker tasks.')
   flags.DEFINE_integer('ps', 1, 'Number of ps tasks.')
-  flags.DEFINE_boolean('evaluator', False, 'Run an evaluator task (outside the cluster).')
+  flags.DEFINE_boolean('evaluator', False, 'Run an evaluator task (it trains nothing; like '
+                       'the operator, TF_CONFIG lists it in the cluster).')
   flags.DEFINE_string('module', 'trainer.train', 'Program every training and ps task runs '
                       '(python -m MODULE <flags after -->).')
   flags.DEFINE_string('evaluator_module', None, 'Program of the evaluator (default: '

@@ -360,9 +360,12 @@ def evaluate_with_result(create_input_dict_fn, create_model_fn, eval_config, cat
   single = source == checkpoints.SOURCE_PREFIX
   if eval_timeout is None:
     eval_timeout = eval_config.eval_timeout_secs
-  if source == checkpoints.SOURCE_PENDING:
-    logging.info('checkpoint_dir %s does not exist yet: waiting %s for training to write its '
-                 'first checkpoint there', checkpoint_dir,
+  if not single and not run_once and (source == checkpoints.SOURCE_PENDING or
+                                      not tf.train.latest_checkpoint(checkpoint_dir)):
+    logging.info('checkpoint_dir %s %s yet: waiting %s for training to write its first '
+                 'checkpoint there', checkpoint_dir,
+                 'does not exist' if source == checkpoints.SOURCE_PENDING else
+                 'holds no checkpoint',
                  'up to %d s' % eval_timeout if eval_timeout else 'without a time limit')
   tf.io.gfile.makedirs(eval_dir)
   eval_graph = build_eval_graph(create_input_dict_fn, create_model_fn,

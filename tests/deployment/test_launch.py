@@ -449,6 +449,40 @@ def test_shapes_ssd_from_a_generated_tfjob(tmp_path, ssd_config):
 
 
 @pytest.mark.slow
+def test_readme_evaluator_command_on_a_fresh_train_dir(tmp_path, ssd_config):
+  # README's `deployment.launch --chief --workers=1 --ps=1 --evaluator -- ...` with a
+  # train_dir nobody created: every task starts at once, as the pods of a TFJob do.
+  from core import config_util  # pylint: disable=import-outside-toplevel
+  configs = config_util.get_configs_from_pipeline_file(ssd_config)
+  # Evaluate every checkpoint up to the final one (the shapes config stops after one).
+  configs['eval_config'].max_evals = 0
+  configs['eval_config'].eval_interval_secs = 1
+  config_path = config_util.save_pipeline_config(
+      config_util.create_pipeline_proto_from_configs(configs), str(tmp_path / 'config'))
+  train_dir = str(tmp_path / 'train')
+  process, log_path = _start_cli(tmp_path, [
+      '--chief', '--workers=1', '--ps=1', '--evaluator', '--grace_secs=10',
+      '--finish_timeout_secs=240', '--',
+      '--pipeline_config_path=%s' % config_path, '--train_dir=%s' % train_dir,
+      '--alsologtostderr'])
+  code = _finish(process, log_path, 590)
+  log = _read(log_path)
+  _assert_trained(code, log_path, train_dir)
+  # The evaluator is in the cluster of every task (the operator's TF_CONFIG) ...
+  cluster = re.search(r'^\[launch\] cluster (.*)$', log, re.M).group(1)
+  assert "'evaluator': ['127.0.0.1:" in cluster, cluster
+  # ... waited for the train_dir (trainer.eval itself creates train_dir/eval, its eval_dir,
+  # before it looks for checkpoints), evaluated up to the final checkpoint and exited 0.
+  assert re.search(r'^\[evaluator:0\] .*checkpoint_dir %s (does not exist|holds no '
+                   r'checkpoint) yet: waiting up to 3600 s for training to write its first '
+                   r'checkpoint there' % re.escape(train_dir), log, re.M), log[-20000:]
+  assert re.search(r'^\[evaluator:0\] .*evaluations: \d+, last step %d, stopped: '
+                   r'final_checkpoint' % _NUM_STEPS, log, re.M), log[-20000:]
+  assert '[launch] evaluator:0 exited with code 0' in log
+  assert 'trainer.eval: error' not in log
+
+
+@pytest.mark.slow
 def test_model_main_with_an_evaluator_from_flags(tmp_path, ssd_config):
   model_dir = str(tmp_path / 'model')
   process, log_path = _start_cli(tmp_path, [
