@@ -18,6 +18,11 @@ path means the same thing everywhere:
 A checkpoint path is a prefix (`.../model.ckpt-1000`), a directory with a
 `checkpoint` state file (its latest checkpoint), a SavedModel directory or its
 `variables/variables` prefix.
+
+An evaluator started together with its training job (on Kubernetes every pod
+of a job starts at once) is given a training directory the chief has not
+created yet. `checkpoint_source` tells such a directory-to-come (which the
+evaluator waits for) from a path that is plainly wrong (which fails at once).
 """
 
 import collections
@@ -30,6 +35,13 @@ from core import paths
 
 # FollowOutcome.stop_reason when no new checkpoint came within the timeout.
 STOP_TIMEOUT = 'timeout'
+
+# What `checkpoint_source` finds at a path.
+SOURCE_PREFIX = 'prefix'
+SOURCE_DIRECTORY = 'directory'
+SOURCE_PENDING = 'pending'
+# Names a trainer gives checkpoint prefixes (model.ckpt, model.ckpt-1000), never directories.
+_PREFIX_NAME = re.compile(r'\.ckpt(-\d+)?$')
 
 FollowOutcome = collections.namedtuple(
     'FollowOutcome', ['result', 'checkpoint_path', 'count', 'stop_reason'])
@@ -113,6 +125,45 @@ def finished_step(train_dir, num_steps):
     return None
   step = checkpoint_step(latest)
   return step if step >= num_steps else None
+
+
+def checkpoint_source(path, may_wait=True):
+  """What an evaluator's checkpoint path names, or why it can never name anything.
+
+  Args:
+    path: a checkpoint prefix or a training directory (`--checkpoint_dir`).
+    may_wait: whether the caller could wait for checkpoints to appear (a
+      continuous evaluator); False for a one-off evaluation (`--run_once`),
+      for which a missing path is an error.
+
+  Returns:
+    SOURCE_PREFIX (`path.index` exists), SOURCE_DIRECTORY (an existing
+    directory) or SOURCE_PENDING: nothing is there yet, and the path can be
+    a training directory that training has still to create.
+
+  Raises:
+    ValueError: naming `path`, when nothing is there and waiting cannot
+      help: `may_wait` is False, the name is a checkpoint prefix's
+      (`model.ckpt`, `model.ckpt-1000`), or the parent directory is a
+      training directory (holds a `checkpoint` state file), so `path` names
+      something in it that is not there.
+  """
+  if not path:
+    raise ValueError('Checkpoint path is empty.')
+  if paths.exists(path + '.index'):
+    return SOURCE_PREFIX
+  if paths.isdir(path):
+    return SOURCE_DIRECTORY
+  if not may_wait:
+    raise ValueError('%s: no such directory or checkpoint prefix (nothing to evaluate '
+                     'once; without run_once an evaluator waits for the directory)' % path)
+  if _PREFIX_NAME.search(paths.basename(path)):
+    raise ValueError('%s: no such checkpoint prefix (there is no %s.index)' % (path, path))
+  parent = paths.parent(path) or '.'
+  if paths.exists(paths.join(parent, 'checkpoint')):
+    raise ValueError('%s: no such directory or checkpoint prefix in the training directory '
+                     '%s' % (path, parent))
+  return SOURCE_PENDING
 
 
 def _was_deleted(checkpoint_path):

@@ -34,7 +34,11 @@ Accepted layouts:
   (task `worker` 0, chief, one replica, no ps, master '').
 
 An `evaluator` task is not part of training: it gets an empty cluster spec,
-master '' and no replicas, like tf.estimator's.
+master '' and no replicas, like tf.estimator's. The Kubeflow operator lists
+the evaluator in `TF_CONFIG["cluster"]` of every pod; the training tasks
+accept that and leave it out of their `cluster_spec` (so of their servers
+and device filters), as tf.estimator's distribute coordinator did: nothing
+listens at the evaluator's address.
 
 `num_worker_replicas` counts the chief/master with the workers.
 `worker_job_name` carries the task ('worker/task:1') because model_deploy
@@ -254,10 +258,14 @@ class ClusterConfig(object):
 
   @property
   def cluster_spec(self):
-    """A `tf.train.ClusterSpec`; empty for a local process and the evaluator."""
+    """The training cluster as a `tf.train.ClusterSpec`, without any evaluator.
+
+    Empty for a local process and for the evaluator itself.
+    """
     if self._task_type == 'evaluator':
       return tf.train.ClusterSpec({})
-    return tf.train.ClusterSpec(self.cluster)
+    return tf.train.ClusterSpec({job: addresses for job, addresses in self.cluster.items()
+                                 if job != 'evaluator'})
 
   @property
   def task_type(self):

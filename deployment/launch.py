@@ -36,14 +36,24 @@ to --max_backoff_secs), as long as the job has restarted fewer than
 * 0: the chief (worker 0 without a chief) exited 0; the other tasks get
   --finish_timeout_secs to end by themselves (ps tasks exit when the trainer
   tells them training is done), then they are stopped;
-* 143: the launcher got SIGTERM or SIGINT; it sends SIGTERM to every task
-  (the chief writes a checkpoint) and waits --grace_secs before SIGKILL (a
-  second signal, e.g. a second Ctrl-C, kills at once);
+* 143: the launcher got SIGTERM, SIGINT or SIGHUP (its terminal or ssh
+  session closed); it sends SIGTERM to every task (the chief writes a
+  checkpoint) and waits --grace_secs before SIGKILL (a second signal, e.g. a
+  second Ctrl-C, kills at once);
 * the code of the task that failed and is not restarted otherwise (signals
   reported as 128 + N); the other tasks are then stopped.
 
-`--evaluator` adds an evaluator task (outside the cluster): trainer.eval on
-the program's --train_dir for trainer.train, the program itself otherwise.
+Tasks die with the launcher: each is started with a parent-death signal
+(Linux `prctl(PR_SET_PDEATHSIG, SIGKILL)`), so when the launcher itself is
+SIGKILLed or crashes no task is left running on its own; the signals it can
+catch stop the job gracefully as above.
+
+`--evaluator` adds an evaluator task: trainer.eval on the program's
+--train_dir for trainer.train, the program itself otherwise. Like the
+training operator, the launcher lists it in TF_CONFIG["cluster"] (at an
+address nothing listens on); the training tasks leave it out of their
+ClusterSpec. It waits for the first checkpoint of a train_dir that does not
+exist yet (within its eval timeout), since every task starts at once.
 `--restart_policy` sets every replica type's policy (default ExitCode),
 `--replica_restart_policy=ps=Always,...` overrides single types, and
 `--task_log_dir` also keeps each task's raw output in a file. `--netns` puts
@@ -61,8 +71,10 @@ From Python (tests, benchmarks):
     exit_code = launcher.run()
 
 Differs on purpose:
-* The TFJob operator's default is no backoff limit; the launcher's is 6
-  (--backoff_limit), so a crash loop ends.
+* The TFJob operator's default is no backoff limit, and under ExitCode its
+  backoffLimit does not count the pods it recreates (docs/kubernetes.md);
+  the launcher counts every restart against --backoff_limit (default 6), so
+  a crash loop ends.
 * A manifest's `python`/`python3` command runs with this interpreter, and the
   image, resources and volumes of the pod template are ignored: the tasks run
   in this checkout.
@@ -72,6 +84,8 @@ Differs on purpose:
 * An evaluator that fails for good fails the job like any other task.
 """
 
+import ctypes
+import ctypes.util
 import os
 import re
 import signal
@@ -96,6 +110,48 @@ _POLL_SECS = 0.1
 # A command that cannot be started (not found, not executable): permanent,
 # the code a shell gives a command it cannot find.
 _CANNOT_START = 127
+# Signals that stop the job as preempted: Ctrl-C, kill, a closed terminal or ssh session.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _prctl():
+  """libc's prctl, resolved here so that a child only calls it; None off Linux."""
+  if not sys.platform.startswith('linux'):
+    return None
+  try:
+    libc = ctypes.CDLL(ctypes.util.find_library('c') or 'libc.so.6', use_errno=True)
+    return libc.prctl
+  except (OSError, AttributeError):
+    return None
+
+
+_PRCTL = _prctl()
+
+
+def die_with_parent_fn():
+  """A `preexec_fn` that makes the child get SIGKILL when this process dies; or None.
+
+  The kernel sends the signal when the thread that forked the child exits,
+  so tasks must be started (and restarted) by a thread that lives as long
+  as the job: `Launcher.run`'s. A child whose parent already died between
+  fork and prctl kills itself at once. The setting survives exec (except
+  of set-user-ID programs) and is not inherited by the task's own children:
+  its process group is signalled for those while the launcher lives.
+  """
+  if _PRCTL is None:
+    return None
+  parent = os.getpid()
+  sigkill = int(signal.SIGKILL)
+
+  def set_parent_death_signal():
+    # Runs in the forked child before exec (other threads of ours exist): it only calls
+    # functions resolved in the parent, and imports nothing.
+    _PRCTL(_PR_SET_PDEATHSIG, sigkill, 0, 0, 0)
+    if os.getppid() != parent:
+      os.kill(os.getpid(), sigkill)
+
+  return set_parent_death_signal
 
 
 
@@ -199,12 +255,12 @@ class Launcher(object):
     """Starts the job, waits for its outcome and returns it as an exit code.
 
     Args:
-      handle_signals: turn SIGINT/SIGTERM into `request_stop` while running
-        (only possible in the main thread; ignored elsewhere).
+      handle_signals: turn SIGINT/SIGTERM/SIGHUP into `request_stop` while
+        running (only possible in the main thread; ignored elsewhere).
     """
     previous = {}
     if handle_signals and threading.current_thread() is threading.main_thread():
-      for signum in (signal.SIGINT, signal.SIGTERM):
+      for signum in STOP_SIGNALS:
         previous[signum] = signal.signal(signum, lambda s, f: self.request_stop(s))
     try:
       self.start()
@@ -303,7 +359,8 @@ class Launcher(object):
       log_file.write('===== attempt %d =====\n' % task.attempts)
     options = dict(cwd=self._cwd, env=self._task_env(task), stdout=subprocess.PIPE,
                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                   start_new_session=True)  # its own process group: signals reach children
+                   start_new_session=True,  # its own process group: signals reach children
+                   preexec_fn=die_with_parent_fn())  # and none outlives the launcher
     try:
       if self._network is not None:
         task.popen = self._network.popen('%s%d' % task.key, task.spec.command, **options)
@@ -459,7 +516,8 @@ def define_flags():
   flags.DEFINE_boolean('chief', True, 'Run a chief task (otherwise worker 0 is the chief).')
   flags.DEFINE_integer('workers', 1, 'Number of worker tasks.')
   flags.DEFINE_integer('ps', 1, 'Number of ps tasks.')
-  flags.DEFINE_boolean('evaluator', False, 'Run an evaluator task (outside the cluster).')
+  flags.DEFINE_boolean('evaluator', False, 'Run an evaluator task (it trains nothing; like '
+                       'the operator, TF_CONFIG lists it in the cluster).')
   flags.DEFINE_string('module', 'trainer.train', 'Program every training and ps task runs '
                       '(python -m MODULE <flags after -->).')
   flags.DEFINE_string('evaluator_module', None, 'Program of the evaluator (default: '

@@ -21,8 +21,11 @@ a job run locally come from `local_command` (a manifest's `python` is this
 interpreter) and `evaluator_command` (trainer.eval beside trainer.train).
 
 `tf_config` writes what the Kubeflow training operator injects into a pod:
-the cluster (every type except the evaluator), the task (type lowercased,
-index) and `"environment": "cloud"`. `deployment/cluster.py` reads it.
+the cluster (every replica type, the evaluator included, as the operator has
+done since its PR #1146), the task (type lowercased, index) and
+`"environment": "cloud"`. `deployment/cluster.py` reads it; the training
+tasks leave the evaluator's entry out of their ClusterSpec, so its address
+(which nothing listens on) is never contacted.
 
 Restart policies are TFJob's (`should_restart` decides one exit):
 
@@ -50,8 +53,10 @@ RESTART_POLICIES = (NEVER, ON_FAILURE, EXIT_CODE, ALWAYS)
 # Replica types in the order tasks start: ps first, so that training tasks
 # find their parameter servers sooner; the evaluator last.
 REPLICA_TYPES = ('ps', 'chief', 'master', 'worker', 'evaluator')
-# The evaluator is not part of the training cluster (TF_CONFIG leaves it out).
+# The types of the training cluster (the tasks that run a gRPC server).
 CLUSTER_TYPES = ('chief', 'master', 'worker', 'ps')
+# The types TF_CONFIG["cluster"] lists: the operator adds the evaluator too.
+TF_CONFIG_TYPES = CLUSTER_TYPES + ('evaluator',)
 # On a netns network every task has an address of its own: all use the TFJob port.
 NETNS_PORT = 2222
 _PYTHON_NAMES = ('python', 'python3')
@@ -151,16 +156,17 @@ def local_cluster(specs, addresses):
       (e.g. iter(ports.loopback_addresses(n))).
 
   Returns:
-    dict {type: ['host:port', ...]} in CLUSTER_TYPES order; no evaluator.
+    dict {type: ['host:port', ...]} in TF_CONFIG_TYPES order, the evaluator
+    included (the operator's shape).
   """
   counts = {spec.replica_type: spec.replicas for spec in specs}
   return {replica_type: [next(addresses) for _ in range(counts[replica_type])]
-          for replica_type in CLUSTER_TYPES if counts.get(replica_type)}
+          for replica_type in TF_CONFIG_TYPES if counts.get(replica_type)}
 
 
 def num_cluster_tasks(specs):
-  """How many tasks of `specs` need an address (all but the evaluator)."""
-  return sum(spec.replicas for spec in specs if spec.replica_type in CLUSTER_TYPES)
+  """How many addresses TF_CONFIG["cluster"] of `specs` lists (every task)."""
+  return sum(spec.replicas for spec in specs if spec.replica_type in TF_CONFIG_TYPES)
 
 
 def tf_config(cluster, task_type, task_index):
@@ -184,11 +190,11 @@ def netns_cluster(network, specs, port=NETNS_PORT):
     port: the gRPC port of every task (each host has an address of its own).
 
   Returns:
-    dict {type: ['10.213.X.Y:port', ...]}; no evaluator.
+    dict {type: ['10.213.X.Y:port', ...]}, the evaluator included.
   """
   counts = {spec.replica_type: spec.replicas for spec in specs}
   return {t: ['%s:%d' % (network.address('%s%d' % (t, i)), port) for i in range(counts[t])]
-          for t in CLUSTER_TYPES if counts.get(t)}
+          for t in TF_CONFIG_TYPES if counts.get(t)}
 
 
 def local_command(command):

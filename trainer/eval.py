@@ -13,7 +13,14 @@ no new checkpoint came for --eval_timeout seconds:
         --eval_timeout=600
 
 --checkpoint_dir may also be one checkpoint prefix (e.g. D/model.ckpt-1000).
-Metrics (COCO mAP or top-1/top-5 accuracy, mean losses) and images with boxes
+Without --run_once, a --checkpoint_dir that does not exist yet is waited for
+(within --eval_timeout; the log says so): the evaluator of a Kubernetes job
+starts before the chief has created train_dir. A path that cannot become a
+training directory is an error at once: with --run_once, a checkpoint-like
+name (`model.ckpt-1000`) without its `.index`, or a missing name inside an
+existing training directory. After --eval_timeout without any checkpoint the
+evaluator exits 0 (logging that it evaluated nothing): the job's outcome is
+the chief's. Metrics (COCO mAP or top-1/top-5 accuracy, mean losses) and images with boxes
 drawn go to TensorBoard summaries in --eval_dir; the pipeline config is copied
 there as pipeline.config. The process exits 0 after the last evaluation, 1 on
 a bad flag, config or checkpoint (the message names it).
@@ -27,7 +34,7 @@ from absl import logging
 import tensorflow as tf
 
 from core import config_util
-from core import paths
+from core import checkpoints
 from trainer import evaluator
 
 FLAGS = flags.FLAGS
@@ -69,10 +76,10 @@ def run(argv=None):
   try:
     configs = config_util.get_configs_from_pipeline_file(
         FLAGS.pipeline_config_path, required_sections=sections)
-    if not (paths.isdir(FLAGS.checkpoint_dir) or
-            paths.exists(FLAGS.checkpoint_dir + '.index')):
-      raise ValueError('--checkpoint_dir=%s: no such directory or checkpoint prefix' %
-                       FLAGS.checkpoint_dir)
+    try:
+      checkpoints.checkpoint_source(FLAGS.checkpoint_dir, may_wait=not FLAGS.run_once)
+    except ValueError as e:
+      raise ValueError('--checkpoint_dir=%s' % e) from None
     config_util.save_pipeline_config(
         config_util.create_pipeline_proto_from_configs(configs), FLAGS.eval_dir)
     result = evaluator.evaluate_from_configs(

@@ -41,6 +41,14 @@ is logged:
 * `eval_config.max_evals` checkpoints were evaluated (0 = no limit);
 * no new checkpoint appeared for `eval_timeout` seconds (the original
   evaluators waited forever).
+
+A continuous evaluator also waits (logging what for, within the same
+`eval_timeout`) for a directory that does not exist yet: on Kubernetes the
+evaluator starts with the chief, before the chief created train_dir. A path
+that cannot become a training directory fails at once with a ValueError:
+with `run_once`, a prefix-like name (`model.ckpt-1000`) without its `.index`,
+or a missing name inside an existing training directory
+(`core.checkpoints.checkpoint_source`).
 """
 
 import collections
@@ -345,12 +353,20 @@ def evaluate_with_result(create_input_dict_fn, create_model_fn, eval_config, cat
     raise ValueError('checkpoint_dir is empty: pass a checkpoint directory or prefix')
   if not eval_dir:
     raise ValueError('eval_dir is empty: pass the directory summaries go to')
-  single = paths.exists(checkpoint_dir + '.index')
-  if not single and not paths.isdir(checkpoint_dir):
-    raise ValueError('checkpoint_dir not found: %s is neither a directory nor a checkpoint '
-                     'prefix' % checkpoint_dir)
+  try:
+    source = checkpoints.checkpoint_source(checkpoint_dir, may_wait=not run_once)
+  except ValueError as e:
+    raise ValueError('checkpoint_dir not found: %s' % e) from None
+  single = source == checkpoints.SOURCE_PREFIX
   if eval_timeout is None:
     eval_timeout = eval_config.eval_timeout_secs
+  if not single and not run_once and (source == checkpoints.SOURCE_PENDING or
+                                      not tf.train.latest_checkpoint(checkpoint_dir)):
+    logging.info('checkpoint_dir %s %s yet: waiting %s for training to write its first '
+                 'checkpoint there', checkpoint_dir,
+                 'does not exist' if source == checkpoints.SOURCE_PENDING else
+                 'holds no checkpoint',
+                 'up to %d s' % eval_timeout if eval_timeout else 'without a time limit')
   tf.io.gfile.makedirs(eval_dir)
   eval_graph = build_eval_graph(create_input_dict_fn, create_model_fn,
                                 eval_config.ignore_groundtruth, graph_hook_fn)

@@ -9,6 +9,11 @@ final model to `model_dir/export/Servo/<timestamp>/`. TF_CONFIG (chief,
 worker, ps, evaluator) makes it one task of a distributed job, as
 `tfe.train_and_evaluate` does.
 
+The evaluator task starts with the others, usually before `model_dir` exists;
+it waits for training's first checkpoint (at most `--eval_timeout` seconds
+when given, then it exits 0 having evaluated nothing) and evaluates each new
+one until the last training step.
+
 Eval-only mode: with `--checkpoint_dir` the checkpoints there are evaluated
 (metrics written under `--model_dir`): the latest once with `--run_once`,
 otherwise each new one until training reaches its last step.
@@ -56,7 +61,8 @@ _FLAGS = (
     ('integer', 'eval_interval_secs', 180, 'Eval-only mode: minimum seconds between '
      'checkpoints looked at.'),
     ('integer', 'eval_timeout', None, 'Eval-only mode: stop after this many seconds without '
-     'a new checkpoint (default: wait for the last training step).'),
+     'a new checkpoint (default: wait for the last training step). The evaluator task of a '
+     'cluster: wait at most this long for training\'s first checkpoint (default: no limit).'),
 )
 
 
@@ -95,6 +101,26 @@ def _evaluate_only(train_and_eval_dict):
                                    timeout=FLAGS.eval_timeout)
 
 
+def _first_checkpoint_within(model_dir, timeout):
+  """Evaluator task: whether training wrote a checkpoint in `model_dir` within `timeout` s.
+
+  Every pod of a Kubernetes job starts at once, so the evaluator usually
+  starts before the chief created model_dir. Without a timeout it does not
+  wait here: the Estimator's evaluator waits for checkpoints without limit.
+  """
+  if tf.train.latest_checkpoint(model_dir):
+    return True
+  logging.info('evaluator: waiting %s for training to write its first checkpoint in %s',
+               'up to %d s' % timeout if timeout else 'without a time limit', model_dir)
+  if not timeout:
+    return True
+  if next(tf.compat.v1.train.checkpoints_iterator(model_dir, timeout=timeout), None):
+    return True
+  logging.warning('evaluator: no checkpoint in %s within --eval_timeout=%d s; evaluated '
+                  'nothing', model_dir, timeout)
+  return False
+
+
 def main(unused_argv):
   _check_flags()
   tf.compat.v1.disable_eager_execution()
@@ -110,6 +136,9 @@ def main(unused_argv):
   if FLAGS.checkpoint_dir:
     metrics = _evaluate_only(train_and_eval_dict)
     logging.info('Eval-only results: %s', metrics)
+    return
+  if config.task_type == 'evaluator' and not _first_checkpoint_within(
+      config.model_dir, FLAGS.eval_timeout):
     return
   train_spec, eval_specs = model_lib.create_train_and_eval_specs(
       train_and_eval_dict['train_input_fn'],

@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from deployment import cluster as cluster_lib
+from deployment import ports as ports_lib
 from tests import test_util
 
 ClusterConfig = cluster_lib.ClusterConfig
@@ -105,6 +106,57 @@ def test_evaluator():
   # Nor does it need a cluster at all.
   assert ClusterConfig.from_tf_config(
       _env({'task': {'type': 'evaluator', 'index': 0}})).is_evaluator
+
+
+# What the Kubeflow training operator (release-1.9, genTFConfigJSONStr) puts into the
+# worker 1 pod of a TFJob "shapes" in namespace "ml" with a Chief, two Workers, a PS and
+# an Evaluator: every replica type in "cluster" (the evaluator since its PR #1146),
+# keys as Go marshals them.
+OPERATOR_TF_CONFIG = (
+    '{"cluster":{"chief":["shapes-chief-0.ml.svc:2222"],'
+    '"evaluator":["shapes-evaluator-0.ml.svc:2222"],"ps":["shapes-ps-0.ml.svc:2222"],'
+    '"worker":["shapes-worker-0.ml.svc:2222","shapes-worker-1.ml.svc:2222"]},'
+    '"task":{"type":"worker","index":1},"environment":"cloud"}')
+
+
+@pytest.mark.parametrize('task_type, index', [
+    ('chief', 0), ('worker', 0), ('worker', 1), ('ps', 0), ('evaluator', 0)])
+def test_operator_tf_config_with_the_evaluator_in_the_cluster(task_type, index):
+  tf_config = json.loads(OPERATOR_TF_CONFIG)
+  tf_config['task'] = {'type': task_type, 'index': index}
+  config = ClusterConfig.from_tf_config(_env(tf_config))
+  assert (config.task_type, config.task_index) == (task_type, index)
+  assert config.cluster == tf_config['cluster']
+  if task_type == 'evaluator':
+    assert config.is_evaluator and not config.is_distributed and config.master == ''
+    assert config.cluster_spec.as_dict() == {}
+    return
+  # Training tasks: the evaluator is neither a task of their servers nor a device.
+  assert config.cluster_spec.as_dict() == {
+      job: addresses for job, addresses in tf_config['cluster'].items() if job != 'evaluator'}
+  assert not any('evaluator' in f for f in config.device_filters)
+  assert config.num_worker_replicas == 3 and config.num_ps_tasks == 1
+  assert config.is_chief == (task_type == 'chief')
+  assert config.master == 'grpc://%s' % tf_config['cluster'][task_type][index]
+
+
+def test_training_servers_ignore_the_evaluator_address_nobody_listens_on():
+  # The operator's shape on loopback: the evaluator's address is listed, never served.
+  chief, ps, evaluator = ports_lib.loopback_addresses(3)
+  cluster = {'chief': [chief], 'ps': [ps], 'evaluator': [evaluator]}
+  configs = {t: ClusterConfig.from_tf_config(_env({'cluster': cluster, 'environment': 'cloud',
+                                                   'task': {'type': t, 'index': 0}}))
+             for t in ('chief', 'ps')}
+  configs['ps'].start_server()
+  server = configs['chief'].start_server()
+  with tf.Graph().as_default():
+    with tf.device('/job:ps/task:0'):
+      total = tf.compat.v1.get_variable('total', initializer=1.0)
+    add = total.assign_add(2.0)
+    with tf.compat.v1.Session(server.target, config=configs['chief'].session_config()) as sess:
+      sess.run(tf.compat.v1.global_variables_initializer(),
+               options=tf.compat.v1.RunOptions(timeout_in_ms=60000))
+      assert sess.run(add) == 3.0
 
 
 def test_session_master_and_single_node_cluster():

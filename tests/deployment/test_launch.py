@@ -253,7 +253,8 @@ def test_netns_puts_every_task_on_its_own_host(tmp_path, netns_network):
   assert cluster == {
       'chief': ['%s:2222' % network.address('chief0')],
       'worker': ['%s:2222' % network.address('worker%d' % i) for i in (0, 1)],
-      'ps': ['%s:2222' % network.address('ps0')]}
+      'ps': ['%s:2222' % network.address('ps0')],
+      'evaluator': ['%s:2222' % network.address('evaluator0')]}
   assert all(a.startswith('10.213.') for job in cluster.values() for a in job)
   namespaces = dict(re.findall(r'^\[(\w+:\d)\] network namespace (\S+)$', log, re.M))
   assert sorted(namespaces) == ['chief:0', 'evaluator:0', 'ps:0', 'worker:0', 'worker:1'], log
@@ -369,7 +370,9 @@ def test_tfjob_manifest_runs_with_operator_tf_config_and_backoff_limit(tmp_path)
   configs = {m.group(1): json.loads(m.group(2))
              for m in re.finditer(r'^\[(\w+:\d)\] TF_CONFIG=(.*)$', log, re.M)}
   cluster = configs['chief:0']['cluster']
-  assert sorted(cluster) == ['chief', 'ps', 'worker'] and len(cluster['worker']) == 2
+  # The operator's shape: every replica type, the evaluator included, in every pod's cluster.
+  assert sorted(cluster) == ['chief', 'evaluator', 'ps', 'worker']
+  assert len(cluster['worker']) == 2 and len(cluster['evaluator']) == 1
   assert configs['evaluator:0'] == {'cluster': cluster, 'environment': 'cloud',
                                     'task': {'type': 'evaluator', 'index': 0}}
   assert configs['ps:0']['task'] == {'type': 'ps', 'index': 0}
@@ -444,6 +447,40 @@ def test_shapes_ssd_from_a_generated_tfjob(tmp_path, ssd_config):
                                             '--finish_timeout_secs=120'])
   _assert_trained(_finish(process, log_path, 540), log_path, train_dir)
   assert '[launch] service shapes-ps-0.default.svc:2222 -> 127.0.0.1:' in _read(log_path)
+
+
+@pytest.mark.slow
+def test_readme_evaluator_command_on_a_fresh_train_dir(tmp_path, ssd_config):
+  # README's `deployment.launch --chief --workers=1 --ps=1 --evaluator -- ...` with a
+  # train_dir nobody created: every task starts at once, as the pods of a TFJob do.
+  from core import config_util  # pylint: disable=import-outside-toplevel
+  configs = config_util.get_configs_from_pipeline_file(ssd_config)
+  # Evaluate every checkpoint up to the final one (the shapes config stops after one).
+  configs['eval_config'].max_evals = 0
+  configs['eval_config'].eval_interval_secs = 1
+  config_path = config_util.save_pipeline_config(
+      config_util.create_pipeline_proto_from_configs(configs), str(tmp_path / 'config'))
+  train_dir = str(tmp_path / 'train')
+  process, log_path = _start_cli(tmp_path, [
+      '--chief', '--workers=1', '--ps=1', '--evaluator', '--grace_secs=10',
+      '--finish_timeout_secs=240', '--',
+      '--pipeline_config_path=%s' % config_path, '--train_dir=%s' % train_dir,
+      '--alsologtostderr'])
+  code = _finish(process, log_path, 590)
+  log = _read(log_path)
+  _assert_trained(code, log_path, train_dir)
+  # The evaluator is in the cluster of every task (the operator's TF_CONFIG) ...
+  cluster = re.search(r'^\[launch\] cluster (.*)$', log, re.M).group(1)
+  assert "'evaluator': ['127.0.0.1:" in cluster, cluster
+  # ... waited for the train_dir (trainer.eval itself creates train_dir/eval, its eval_dir,
+  # before it looks for checkpoints), evaluated up to the final checkpoint and exited 0.
+  assert re.search(r'^\[evaluator:0\] .*checkpoint_dir %s (does not exist|holds no '
+                   r'checkpoint) yet: waiting up to 3600 s for training to write its first '
+                   r'checkpoint there' % re.escape(train_dir), log, re.M), log[-20000:]
+  assert re.search(r'^\[evaluator:0\] .*evaluations: \d+, last step %d, stopped: '
+                   r'final_checkpoint' % _NUM_STEPS, log, re.M), log[-20000:]
+  assert '[launch] evaluator:0 exited with code 0' in log
+  assert 'trainer.eval: error' not in log
 
 
 @pytest.mark.slow

@@ -52,11 +52,13 @@ def test_success_task_is_the_chief_or_worker_0():
 
 def test_tf_config_has_the_operator_shape_and_cluster_config_accepts_it():
   specs = [_spec('chief'), _spec('worker', 2), _spec('ps'), _spec('evaluator')]
-  assert replicas.num_cluster_tasks(specs) == 4
+  assert replicas.num_cluster_tasks(specs) == 5
   addresses = ports.loopback_addresses(replicas.num_cluster_tasks(specs))
-  assert len(set(addresses)) == 4
+  assert len(set(addresses)) == 5
   cluster = replicas.local_cluster(specs, iter(addresses))
-  assert cluster == {'chief': addresses[:1], 'worker': addresses[1:3], 'ps': addresses[3:]}
+  # The evaluator is listed too, as the training operator lists it.
+  assert cluster == {'chief': addresses[:1], 'worker': addresses[1:3], 'ps': addresses[3:4],
+                     'evaluator': addresses[4:]}
   expected_chief = {'chief': True, 'worker': False, 'ps': False, 'evaluator': False}
   for task_type, count in (('chief', 1), ('worker', 2), ('ps', 1), ('evaluator', 1)):
     for index in range(count):
@@ -71,6 +73,7 @@ def test_tf_config_has_the_operator_shape_and_cluster_config_accepts_it():
       if task_type != 'evaluator':
         assert config.num_worker_replicas == 3 and config.num_ps_tasks == 1
         assert config.task_address == cluster[task_type][index]
+        assert sorted(config.cluster_spec.jobs) == ['chief', 'ps', 'worker']
 
 
 def test_cluster_config_accepts_operator_service_names():

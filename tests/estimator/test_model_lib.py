@@ -5,6 +5,7 @@ few generated 64x64 shapes images, and trained for a few steps.
 """
 
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -56,10 +57,12 @@ def config_path(tmp_path_factory):
   return _write_small_config(directory, data)
 
 
-def _model_main(*flags):
+def _model_main(*flags, tf_config=None):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='',
              PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''))
   env.pop('TF_CONFIG', None)
+  if tf_config:
+    env['TF_CONFIG'] = json.dumps(tf_config)
   return subprocess.run([sys.executable, '-m', 'trainer.model_main'] + list(flags),
                         capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=500)
 
@@ -95,6 +98,22 @@ def test_model_main_trains_evaluates_and_exports_servo(config_path, tmp_path):
                      '--checkpoint_dir=' + model_dir, '--run_once')
   assert proc.returncode == 0, proc.stderr[-5000:]
   assert glob.glob(os.path.join(eval_dir, 'eval_validation_data', 'events.out.tfevents.*'))
+
+
+def test_model_main_evaluator_task_waits_for_the_first_checkpoint_within_eval_timeout(
+    config_path, tmp_path):
+  # The operator's TF_CONFIG for the evaluator pod of a job whose chief never trains.
+  model_dir = str(tmp_path / 'model')
+  cluster = {'chief': ['shapes-chief-0.ml.svc:2222'], 'ps': ['shapes-ps-0.ml.svc:2222'],
+             'evaluator': ['shapes-evaluator-0.ml.svc:2222']}
+  proc = _model_main('--model_dir=' + model_dir, '--pipeline_config_path=' + config_path,
+                     '--eval_timeout=2', tf_config={
+                         'cluster': cluster, 'task': {'type': 'evaluator', 'index': 0},
+                         'environment': 'cloud'})
+  assert proc.returncode == 0, proc.stderr[-5000:]
+  assert ('evaluator: waiting up to 2 s for training to write its first checkpoint in %s'
+          % model_dir) in proc.stderr
+  assert 'evaluator: no checkpoint in %s within --eval_timeout=2 s' % model_dir in proc.stderr
 
 
 def test_model_main_flag_errors(config_path, tmp_path):

@@ -147,6 +147,23 @@ def test_chief_worker_ps_evaluator(monkeypatch):
   assert config.session_config is None
 
 
+def test_operator_tf_config_lists_the_evaluator_in_the_cluster(monkeypatch):
+  # The training operator's TF_CONFIG: the evaluator is in every pod's "cluster".
+  cluster = dict(CLUSTER, evaluator=['host5:2222'])
+  for task_type, index, global_id in (('chief', 0, 0), ('worker', 1, 2), ('ps', 1, 4)):
+    _set_tf_config(monkeypatch, cluster=cluster, task={'type': task_type, 'index': index},
+                   environment='cloud')
+    config = tfe.RunConfig()
+    assert config.cluster_spec.as_dict() == CLUSTER   # the training cluster only
+    assert (config.num_worker_replicas, config.num_ps_replicas) == (3, 2)
+    assert config.global_id_in_cluster == global_id
+  _set_tf_config(monkeypatch, cluster=cluster, task={'type': 'evaluator', 'index': 0},
+                 environment='cloud')
+  config = tfe.RunConfig()
+  assert (config.task_type, config.cluster_spec.as_dict(), config.master) == (
+      'evaluator', {}, '')
+
+
 def test_one_node_cluster_and_session_master(monkeypatch):
   _set_tf_config(monkeypatch, cluster={'chief': ['host0:2222']}, task={'type': 'chief',
                                                                      'index': 0})

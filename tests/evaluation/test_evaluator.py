@@ -213,10 +213,53 @@ def test_classifier_top1_top5_accuracy(tmp_path):
   assert result.metrics['Loss/classification_loss'] > 0
 
 
+def test_continuous_eval_waits_for_a_train_dir_training_has_not_created(tmp_path, caplog):
+  # On Kubernetes the evaluator's pod starts with the chief's, before train_dir exists.
+  oracle = _Oracle(str(tmp_path))
+  assert not os.path.exists(oracle.checkpoint_dir)
+
+  def train_later():
+    deadline = time.time() + 120
+    while not os.path.isdir(oracle.eval_dir) and time.time() < deadline:
+      time.sleep(0.05)   # the evaluator accepted the missing directory
+    oracle.save(step=5)
+
+  thread = threading.Thread(target=train_later)
+  thread.start()
+  try:
+    with caplog.at_level('INFO'):
+      result = oracle.evaluate(num_steps=5, eval_timeout=60)
+  finally:
+    thread.join()
+  assert ('checkpoint_dir %s does not exist yet: waiting up to 60 s for training to write '
+          'its first checkpoint there' % oracle.checkpoint_dir) in caplog.text
+  assert (result.stop_reason, result.num_evaluations, result.global_step) == (
+      evaluator.STOP_FINAL_CHECKPOINT, 1, 5)
+  assert result.metrics[MAP50] == pytest.approx(1.0)
+
+
+def test_continuous_eval_of_a_train_dir_that_never_comes_times_out(tmp_path):
+  oracle = _Oracle(str(tmp_path))
+  result = oracle.evaluate(str(tmp_path / 'never'), num_steps=5, eval_timeout=2)
+  assert (result.stop_reason, result.num_evaluations, result.metrics) == (
+      evaluator.STOP_TIMEOUT, 0, {})
+
+
 def test_missing_or_empty_checkpoint_dir_is_an_error(tmp_path):
   oracle = _Oracle(str(tmp_path))
-  with pytest.raises(ValueError, match='checkpoint_dir not found: .*nowhere'):
-    oracle.evaluate(str(tmp_path / 'nowhere'))
+  # Nothing to evaluate once: run_once does not wait.
+  with pytest.raises(ValueError, match='checkpoint_dir not found: .*nowhere: no such directory'):
+    oracle.evaluate(str(tmp_path / 'nowhere'), run_once=True)
+  # A checkpoint prefix that is not there cannot appear by waiting.
+  with pytest.raises(ValueError, match=r'no such checkpoint prefix \(there is no .*'
+                     r'model\.ckpt-7\.index\)'):
+    oracle.evaluate(str(tmp_path / 'nowhere' / 'model.ckpt-7'), eval_timeout=60)
+  # Nor a name that is missing inside an existing training directory.
+  oracle.save(step=1)
+  with pytest.raises(ValueError, match='no such directory or checkpoint prefix in the '
+                     'training directory .*oracle'):
+    oracle.evaluate(os.path.join(oracle.checkpoint_dir, 'model.ckpt-1000-typo'),
+                    eval_timeout=60)
   empty = tmp_path / 'empty'
   empty.mkdir()
   with pytest.raises(ValueError, match='No checkpoint found in directory .*empty'):
