@@ -82,10 +82,14 @@ def pod_address(options, role, index):
 
 
 def cluster(options):
-  """The TF_CONFIG cluster of the job: {role: [pod addresses]}, the evaluator left out."""
+  """The TF_CONFIG cluster of the job: {role: [pod addresses]}.
+
+  The evaluator is listed too, as the TFJob operator lists it; the training
+  tasks leave it out of their ClusterSpec (`deployment.cluster`).
+  """
   counts = {role.name: role.replicas for role in k8s_pods.roles(options)}
   return {role: [pod_address(options, role, i) for i in range(counts[role])]
-          for role in replicas_lib.CLUSTER_TYPES if counts.get(role)}
+          for role in replicas_lib.TF_CONFIG_TYPES if counts.get(role)}
 
 
 def _tf_config_value(options, role):
@@ -314,7 +318,7 @@ def parse_jobset(manifest, source='<manifest>'):
       task_env[task] = env
   addresses = {s.replica_type: ['%s-%s-0-%d.%s:%d' % (name, s.replica_type, i, subdomain, port)
                                 for i in range(s.replicas)]
-               for s in specs if s.replicas and s.replica_type in replicas_lib.CLUSTER_TYPES}
+               for s in specs if s.replicas and s.replica_type in replicas_lib.TF_CONFIG_TYPES}
   return JobSet(name, namespace, specs, min(p[1] for p in parsed), port, task_env, tf_configs,
                 addresses)
 

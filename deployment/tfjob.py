@@ -207,11 +207,15 @@ def read_tfjob(path):
 
 
 def service_addresses(job):
-  """{type: ['<job>-<type>-<i>.<namespace>.svc:<port>', ...]}, the operator's cluster."""
+  """{type: ['<job>-<type>-<i>.<namespace>.svc:<port>', ...]}, the operator's cluster.
+
+  The evaluator included: the operator creates its service and lists it in
+  every pod's TF_CONFIG.
+  """
   return {spec.replica_type: ['%s-%s-%d.%s.svc:%d' % (
       job.name, spec.replica_type, i, job.namespace, job.port) for i in range(spec.replicas)]
           for spec in job.specs
-          if spec.replicas and spec.replica_type in replicas_lib.CLUSTER_TYPES}
+          if spec.replicas and spec.replica_type in replicas_lib.TF_CONFIG_TYPES}
 
 
 # ----------------------------------------------------------------------------

@@ -74,7 +74,9 @@ def test_each_pod_gets_its_tf_config_from_the_stable_pod_names():
                                             'jobset')[0])
   cluster = {'chief': ['shapes-chief-0-0.shapes:2222'],
              'worker': ['shapes-worker-0-0.shapes:2222', 'shapes-worker-0-1.shapes:2222'],
-             'ps': ['shapes-ps-0-0.shapes:2222']}
+             'ps': ['shapes-ps-0-0.shapes:2222'],
+             # Listed as the TFJob operator lists it; training tasks leave it out.
+             'evaluator': ['shapes-evaluator-0-0.shapes:2222']}
   assert job.addresses == cluster
   assert sorted(job.tf_configs) == ['chief:0', 'evaluator:0', 'ps:0', 'worker:0', 'worker:1']
   for task, text in job.tf_configs.items():
@@ -226,7 +228,7 @@ def test_generated_jobset_runs_with_index_expansion_and_exit_code_policy(tmp_pat
              for m in re.finditer(r'^\[(\w+:\d)\] TF_CONFIG=(.*)$', log, re.M)}
   assert configs['worker:1']['task'] == {'type': 'worker', 'index': 1}
   assert configs['evaluator:0']['task'] == {'type': 'evaluator', 'index': 0}
-  assert sorted(configs['chief:0']['cluster']) == ['chief', 'ps', 'worker']
+  assert sorted(configs['chief:0']['cluster']) == ['chief', 'evaluator', 'ps', 'worker']
   # $(RECORDS) in args came from the container's env.
   assert os.path.exists(str(tmp_path / 'worker-1.txt'))
 

@@ -347,7 +347,8 @@ _REPLICA = """\
             image: unused
             command: [python, -m, tests.deployment.launch_task_main]
             args: [--record_dir=%(dir)s, --exit_codes=worker:1=129;worker:0=129,
-                   --until_sigterm=chief:0;ps:0;evaluator:0]
+                   --until_sigterm=chief:0;ps:0;evaluator:0,
+                   --wait_for=evaluator:0=waiting]
             env: [{name: SLIMTRAIN_TEST_VALUE, value: "7"}]
             ports: [{name: tfjob-port, containerPort: 2222}]
 """
@@ -363,6 +364,7 @@ def test_tfjob_manifest_runs_with_operator_tf_config_and_backoff_limit(tmp_path)
   code = _finish(process, log_path, 120)
   log = _read(log_path)
   # backoffLimit 1 from the manifest: one worker is restarted, the other fails the job.
+  # (The workers fail only once the evaluator, started last, has printed its TF_CONFIG.)
   assert code == 129, log
   assert 'reached' not in log and 'backoff limit: the job fails' in log
   assert '[launch] TFJob ml/tiny from %s' % path in log

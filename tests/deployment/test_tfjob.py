@@ -164,7 +164,9 @@ def test_generated_manifest_reads_back_as_replica_specs(tmp_path):
   assert tfjob.service_addresses(job) == {
       'chief': ['shapes-chief-0.ml.svc:2222'],
       'worker': ['shapes-worker-0.ml.svc:2222', 'shapes-worker-1.ml.svc:2222'],
-      'ps': ['shapes-ps-0.ml.svc:2222']}  # the evaluator is not in the cluster
+      'ps': ['shapes-ps-0.ml.svc:2222'],
+      # The operator gives the evaluator a service and lists it in TF_CONFIG too.
+      'evaluator': ['shapes-evaluator-0.ml.svc:2222']}
 
 
 _HAND_WRITTEN = """\
