@@ -67,3 +67,10 @@ from trainer.estimator.training import train_and_evaluate  # noqa: E402,F401
 from trainer.estimator import learn_runner  # noqa: E402,F401
 from trainer.estimator.experiment import Experiment  # noqa: E402,F401
 from trainer.estimator.hparams import HParams  # noqa: E402,F401
+
+# tf.estimator's re-exported session hooks (hooks.py): tfe.LoggingTensorHook, ...
+from trainer.estimator.hooks import (  # noqa: E402,F401
+    CheckpointSaverHook, CheckpointSaverListener, FeedFnHook, FinalOpsHook,
+    GlobalStepWaiterHook, LoggingTensorHook, NanLossDuringTrainingError, NanTensorHook,
+    ProfilerHook, SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues,
+    StepCounterHook, StopAtStepHook, SummarySaverHook)
