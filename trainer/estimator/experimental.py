@@ -12,3 +12,4 @@ from trainer.estimator.early_stopping import stop_if_higher_hook  # noqa: F401
 from trainer.estimator.early_stopping import stop_if_lower_hook  # noqa: F401
 from trainer.estimator.early_stopping import stop_if_no_decrease_hook  # noqa: F401
 from trainer.estimator.early_stopping import stop_if_no_increase_hook  # noqa: F401
+from trainer.estimator.export.export import build_raw_supervised_input_receiver_fn  # noqa: F401
