@@ -42,11 +42,20 @@ Differs on purpose:
   variable names are the same.
 * Parts of a variable split over several ps tasks are pinned to ps task
   `i % num_ps` (partitioning.py) instead of round-robin.
+
+Shared embeddings: `tf.compat.v1.feature_column.shared_embedding_columns`
+go through `input_layer` like any column; `tf.feature_column.shared_embeddings`
+(v2, which `input_layer` refuses) are looked up after the other columns
+(`input_from_feature_columns`), their table named
+`dnn/input_from_feature_columns/<shared name>`.
 """
 
 import numbers
 
 import tensorflow as tf
+# The column classes, to tell v2-only shared embeddings from the columns input_layer takes.
+from tensorflow.python.feature_column import feature_column as fc_v1
+from tensorflow.python.feature_column import feature_column_v2 as fc_v2
 
 from trainer.estimator import estimator as estimator_lib
 from trainer.estimator import model_fn as model_fn_lib
@@ -103,6 +112,40 @@ def _layer_summary(value, tag):
   tf.compat.v1.summary.histogram('%s/activation' % tag, value)
 
 
+def _is_v1_column(column):
+  # v2 shared embeddings subclass the v1 base too, with methods that only raise.
+  return (isinstance(column, fc_v1._FeatureColumn) and  # pylint: disable=protected-access
+          not isinstance(column, fc_v2.SharedEmbeddingColumn))
+
+
+def input_from_feature_columns(features, feature_columns):
+  """[batch, n] dense input: `input_layer`, then any v2-only shared embeddings.
+
+  `tf.feature_column.shared_embeddings` (v2) makes columns that the v1
+  `input_layer` refuses; they are looked up on their own, after the other
+  columns and sorted by name, their one shared table created in the current
+  variable scope (`<scope>/<shared name>`). Models without them build exactly
+  the graph (and variable names) they always did.
+  """
+  v1_columns = [c for c in feature_columns if _is_v1_column(c)]
+  v2_columns = sorted((c for c in feature_columns if not _is_v1_column(c)),
+                      key=lambda c: c.name)
+  for column in v2_columns:
+    if not isinstance(column, fc_v2.SharedEmbeddingColumn):
+      raise ValueError(
+          'feature_columns: {} ({}) is a v2-only column other than a shared embedding; use '
+          'its tf.compat.v1.feature_column equivalent.'.format(column.name, type(column)))
+  parts = []
+  if v1_columns:
+    parts.append(tf.compat.v1.feature_column.input_layer(features, v1_columns))
+  if v2_columns:
+    cache = fc_v2.FeatureTransformationCache(features)
+    for column in v2_columns:
+      dense = column.get_dense_tensor(cache, None)
+      parts.append(tf.reshape(dense, [-1, column.variable_shape.num_elements()]))
+  return parts[0] if len(parts) == 1 else tf.concat(parts, axis=1)
+
+
 def dnn_logits(features, mode, units, hidden_units, feature_columns, activation_fn, dropout,
                input_layer_partitioner, batch_norm):
   """Builds the DNN tower under the current variable scope; returns the logits.
@@ -126,7 +169,7 @@ def dnn_logits(features, mode, units, hidden_units, feature_columns, activation_
   prefix = scope_name + '/' if scope_name else ''
   with tf.compat.v1.variable_scope('input_from_feature_columns',
                                    partitioner=input_layer_partitioner):
-    net = tf.compat.v1.feature_column.input_layer(features, feature_columns)
+    net = input_from_feature_columns(features, feature_columns)
   for index, width in enumerate(hidden_units):
     with tf.compat.v1.variable_scope('hiddenlayer_%d' % index) as layer_scope:
       net = tf.compat.v1.layers.dense(

@@ -80,7 +80,9 @@ def check_feature_columns(feature_columns, argument='feature_columns'):
   if not columns:
     raise ValueError('{} must not be empty'.format(argument))
   for column in columns:
-    if not hasattr(column, 'name') or not hasattr(column, 'parse_example_spec'):
+    # v1-only columns (shared_embedding_columns) have just the private spelling.
+    if not hasattr(column, 'name') or not (hasattr(column, 'parse_example_spec') or
+                                           hasattr(column, '_parse_example_spec')):
       raise ValueError('{}: every item must be a feature column (tf.compat.v1.feature_column.*'
                        '), got {!r}'.format(argument, column))
   return columns
@@ -88,7 +90,9 @@ def check_feature_columns(feature_columns, argument='feature_columns'):
 
 def check_optimizer(optimizer, argument='optimizer'):
   """Fails early for an optimizer name or object the model_fn could not use."""
-  if optimizer is None or callable(optimizer):
+  if optimizer is None or optimizers.check_keras_optimizer(optimizer) is not None:
+    return
+  if callable(optimizer):
     return
   if isinstance(optimizer, str):
     if optimizer not in optimizers.OPTIMIZER_NAMES:
@@ -96,8 +100,8 @@ def check_optimizer(optimizer, argument='optimizer'):
           argument, optimizer, tuple(sorted(optimizers.OPTIMIZER_NAMES))))
     return
   if not isinstance(optimizer, tf.compat.v1.train.Optimizer):
-    raise ValueError('{} must be a name in {}, a tf.compat.v1.train.Optimizer or a callable '
-                     'returning one, got {!r}'.format(
+    raise ValueError('{} must be a name in {}, a tf.compat.v1.train.Optimizer, a Keras '
+                     'optimizer or a callable returning one, got {!r}'.format(
                          argument, tuple(sorted(optimizers.OPTIMIZER_NAMES)), optimizer))
 
 
