@@ -31,6 +31,7 @@ Map:
 """
 
 from core import compat  # noqa: F401  (must run before tf_slim is used)
+import tensorflow as tf
 
 # Estimator core (estimator.py, model_fn.py, run_config.py, warm_starting.py, export/).
 from trainer.estimator import export  # noqa: F401
@@ -74,3 +75,9 @@ from trainer.estimator.hooks import (  # noqa: E402,F401
     GlobalStepWaiterHook, LoggingTensorHook, NanLossDuringTrainingError, NanTensorHook,
     ProfilerHook, SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues,
     StepCounterHook, StopAtStepHook, SummarySaverHook)
+
+# More tf.estimator 2.15 names (parsing_utils.py, extenders.py; VocabInfo is TF's own class).
+from trainer.estimator.extenders import add_metrics  # noqa: E402,F401
+from trainer.estimator.parsing_utils import classifier_parse_example_spec  # noqa: E402,F401
+from trainer.estimator.parsing_utils import regressor_parse_example_spec  # noqa: E402,F401
+VocabInfo = tf.compat.v1.train.VocabInfo
