@@ -81,3 +81,12 @@ from trainer.estimator.extenders import add_metrics  # noqa: E402,F401
 from trainer.estimator.parsing_utils import classifier_parse_example_spec  # noqa: E402,F401
 from trainer.estimator.parsing_utils import regressor_parse_example_spec  # noqa: E402,F401
 VocabInfo = tf.compat.v1.train.VocabInfo
+
+# Public heads and the head-based canned Estimators (canned/heads.py, canned/multi_heads.py).
+from trainer.estimator.canned.heads import (  # noqa: E402,F401
+    BinaryClassHead, LogisticRegressionHead, MultiClassHead, PoissonRegressionHead,
+    RegressionHead)
+from trainer.estimator.canned.multi_heads import MultiHead, MultiLabelHead  # noqa: E402,F401
+from trainer.estimator.canned.dnn import DNNEstimator  # noqa: E402,F401
+from trainer.estimator.canned.linear import LinearEstimator  # noqa: E402,F401
+from trainer.estimator.canned.dnn_linear_combined import DNNLinearCombinedEstimator  # noqa: E402,F401

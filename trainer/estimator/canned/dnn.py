@@ -64,7 +64,7 @@ from trainer.estimator.canned import linear as linear_lib
 from trainer.estimator.canned import optimizers
 from trainer.estimator.canned import partitioning
 
-__all__ = ['DNNClassifier', 'DNNRegressor']
+__all__ = ['DNNClassifier', 'DNNRegressor', 'DNNEstimator']
 
 # tf.estimator's default learning rate for the DNN optimizer given by name.
 _LEARNING_RATE = 0.05
@@ -310,6 +310,47 @@ class DNNRegressor(estimator_lib.Estimator):
     head = head_lib.regression_head(label_dimension=label_dimension,
                                     weight_column=weight_column,
                                     loss_reduction=loss_reduction)
+
+    def _model_fn(features, labels, mode, config):
+      return _dnn_model_fn(features, labels, mode, head, hidden_units, feature_columns,
+                           optimizer=optimizer, activation_fn=activation_fn, dropout=dropout,
+                           input_layer_partitioner=input_layer_partitioner, config=config,
+                           batch_norm=batch_norm)
+
+    super().__init__(model_fn=_model_fn, model_dir=model_dir, config=config,
+                     warm_start_from=warm_start_from)
+
+
+class DNNEstimator(estimator_lib.Estimator):
+  """A DNN over feature columns with a head of your choice (`tfe.MultiLabelHead(...)` ...).
+
+  Arguments as `tf.estimator.DNNEstimator`; the model is DNNClassifier's, the
+  loss, metrics, predictions and signatures are the head's.
+  """
+
+  def __init__(self, head, hidden_units, feature_columns, model_dir=None, optimizer='Adagrad',
+               activation_fn=tf.nn.relu, dropout=None, config=None, warm_start_from=None,
+               batch_norm=False, input_layer_partitioner=None):
+    """Builds the estimator.
+
+    Args:
+      head: a head (`tfe.BinaryClassHead`, `tfe.MultiHead`, ...).
+      hidden_units: widths of the hidden layers.
+      feature_columns: dense feature columns.
+      model_dir: where checkpoints and events go.
+      optimizer: name, v1 or Keras optimizer, or callable returning one.
+      activation_fn: activation of the hidden layers.
+      dropout: None, or the probability of dropping a hidden unit in training.
+      config: a `tfe.RunConfig`.
+      warm_start_from: checkpoint path or `tfe.WarmStartSettings`.
+      batch_norm: batch normalization after each hidden layer.
+      input_layer_partitioner: partitioner of the input layer.
+
+    Raises:
+      ValueError: naming the offending argument.
+    """
+    hidden_units, feature_columns = check_dnn_arguments(hidden_units, feature_columns, dropout,
+                                                        optimizer)
 
     def _model_fn(features, labels, mode, config):
       return _dnn_model_fn(features, labels, mode, head, hidden_units, feature_columns,

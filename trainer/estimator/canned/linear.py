@@ -54,7 +54,7 @@ from trainer.estimator.canned import head as head_lib
 from trainer.estimator.canned import optimizers
 from trainer.estimator.canned import partitioning
 
-__all__ = ['LinearClassifier', 'LinearRegressor']
+__all__ = ['LinearClassifier', 'LinearRegressor', 'LinearEstimator']
 
 _LEARNING_RATE = 0.2
 _SPARSE_COMBINERS = ('mean', 'sqrtn', 'sum')
@@ -239,5 +239,29 @@ class LinearRegressor(_LinearEstimator):
     """
     head = head_lib.regression_head(label_dimension, weight_column=weight_column,
                                     loss_reduction=loss_reduction)
+    super().__init__(head, feature_columns, model_dir, optimizer, config, warm_start_from,
+                     sparse_combiner, partitioner)
+
+
+class LinearEstimator(_LinearEstimator):
+  """A linear model with a head of your choice; arguments as `tf.estimator.LinearEstimator`."""
+
+  def __init__(self, head, feature_columns, model_dir=None, optimizer='Ftrl', config=None,
+               sparse_combiner='sum', warm_start_from=None, partitioner=None):
+    """Builds the estimator.
+
+    Args:
+      head: a head (`tfe.RegressionHead`, `tfe.MultiLabelHead`, `tfe.MultiHead` ...).
+      feature_columns: iterable of feature columns.
+      model_dir: where checkpoints and events go.
+      optimizer: name, v1 or Keras optimizer, callable returning one, or None.
+      config: a `tfe.RunConfig`.
+      sparse_combiner: 'sum', 'mean' or 'sqrtn'.
+      warm_start_from: checkpoint / SavedModel path or `tfe.WarmStartSettings`.
+      partitioner: variable partitioner (default: by config.num_ps_replicas).
+
+    Raises:
+      ValueError: for a bad argument, naming it.
+    """
     super().__init__(head, feature_columns, model_dir, optimizer, config, warm_start_from,
                      sparse_combiner, partitioner)
