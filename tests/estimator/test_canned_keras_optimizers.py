@@ -132,7 +132,8 @@ def test_dnn_with_v1_shared_embedding_columns(tmp_path):
   assert estimator.evaluate(_eval_input_fn)['accuracy'] > 0.7
   tables = [n for n in estimator.get_variable_names() if 'shared_embedding' in n and
             not n.endswith('Adagrad')]
-  assert len(tables) == 1, estimator.get_variable_names()
+  assert tables == ['dnn/input_from_feature_columns/input_layer/a_b_shared_embedding/'
+                    'embedding_weights'], estimator.get_variable_names()
 
 
 def test_wide_and_deep_with_v2_shared_embeddings(tmp_path):
@@ -148,7 +149,8 @@ def test_wide_and_deep_with_v2_shared_embeddings(tmp_path):
   assert metrics['global_step'] == 30
   tables = [n for n in estimator.get_variable_names() if 'shared_embedding' in n and
             not n.endswith('Adagrad')]
-  assert len(tables) == 1, estimator.get_variable_names()
+  assert tables == ['dnn/input_from_feature_columns/a_b_shared_embedding'], (
+      estimator.get_variable_names())
 
 
 if __name__ == '__main__':

@@ -6,6 +6,7 @@ classifier, `VocabInfo` in `WarmStartSettings`, the in-memory evaluator hook
 and the checkpoint-step stop hook.
 """
 
+import inspect
 import json
 import os
 import sys
@@ -138,6 +139,74 @@ def test_make_stop_at_checkpoint_step_hook(tmp_path, monkeypatch):
         runs += 1
   assert runs == 6
   assert os.path.exists(os.path.join(str(tmp_path), 'checkpoint'))
+
+
+# The call shapes docs/migrating.md promises for the names of issue 26 items 6-9: the
+# leading parameters (names and order) of tf.estimator 2.15; slimtrain may add more after.
+_CALL_SHAPES = {
+    'classifier_parse_example_spec': ['feature_columns', 'label_key', 'label_dtype',
+                                      'label_default', 'weight_column'],
+    'regressor_parse_example_spec': ['feature_columns', 'label_key', 'label_dtype',
+                                     'label_default', 'label_dimension', 'weight_column'],
+    'add_metrics': ['estimator', 'metric_fn'],
+    'experimental.InMemoryEvaluatorHook': ['estimator', 'input_fn', 'steps', 'hooks', 'name',
+                                           'every_n_iter'],
+    'experimental.make_stop_at_checkpoint_step_hook': ['estimator', 'last_step',
+                                                       'wait_after_file_check_secs'],
+    'experimental.build_raw_supervised_input_receiver_fn': ['features', 'labels',
+                                                            'default_batch_size'],
+    'export.build_raw_supervised_input_receiver_fn': ['features', 'labels',
+                                                      'default_batch_size'],
+    'export.EvalOutput': ['loss', 'predictions', 'metrics'],
+    'export.TrainOutput': ['loss', 'predictions', 'metrics'],
+    'Estimator.export_saved_model': ['self', 'export_dir_base', 'serving_input_receiver_fn',
+                                     'assets_extra', 'as_text', 'checkpoint_path',
+                                     'experimental_mode'],
+    'Estimator.experimental_export_all_saved_models': [
+        'self', 'export_dir_base', 'input_receiver_fn_map', 'assets_extra', 'as_text',
+        'checkpoint_path'],
+    'Estimator.export_savedmodel': ['self', 'export_dir_base', 'serving_input_receiver_fn',
+                                    'assets_extra', 'as_text', 'checkpoint_path',
+                                    'strip_default_attrs'],
+    'DNNEstimator': ['head', 'hidden_units', 'feature_columns', 'model_dir', 'optimizer',
+                     'activation_fn', 'dropout', 'config', 'warm_start_from', 'batch_norm'],
+    'LinearEstimator': ['head', 'feature_columns', 'model_dir', 'optimizer', 'config',
+                        'sparse_combiner', 'warm_start_from'],
+    'DNNLinearCombinedEstimator': [
+        'head', 'model_dir', 'linear_feature_columns', 'linear_optimizer',
+        'dnn_feature_columns', 'dnn_optimizer', 'dnn_hidden_units', 'dnn_activation_fn',
+        'dnn_dropout', 'config', 'batch_norm', 'linear_sparse_combiner'],
+    'BinaryClassHead': ['weight_column', 'thresholds', 'label_vocabulary', 'loss_reduction',
+                        'loss_fn', 'name'],
+    'MultiClassHead': ['n_classes', 'weight_column', 'label_vocabulary', 'loss_reduction',
+                       'loss_fn', 'name'],
+    'MultiLabelHead': ['n_classes', 'weight_column', 'thresholds', 'label_vocabulary',
+                       'loss_reduction', 'loss_fn', 'classes_for_class_based_metrics', 'name'],
+    'RegressionHead': ['label_dimension', 'weight_column', 'loss_reduction', 'loss_fn',
+                       'inverse_link_fn', 'name'],
+    'PoissonRegressionHead': ['label_dimension', 'weight_column', 'loss_reduction',
+                              'compute_full_loss', 'name'],
+    'LogisticRegressionHead': ['label_dimension', 'weight_column', 'loss_reduction', 'name'],
+    'MultiHead': ['heads', 'head_weights'],
+}
+
+
+@pytest.mark.parametrize('name', sorted(_CALL_SHAPES))
+def test_call_shape_of_each_new_migrating_row(name):
+  target = tfe
+  for part in name.split('.'):
+    target = getattr(target, part)
+  if isinstance(target, type):
+    target = target.__init__
+  parameters = [p for p in inspect.signature(target).parameters if p != 'self']
+  expected = [p for p in _CALL_SHAPES[name] if p != 'self']
+  assert parameters[:len(expected)] == expected
+  # Every such name is in the migration guide.
+  assert name.split('.')[-1] in _MIGRATING
+
+
+_MIGRATING = open(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), 'docs', 'migrating.md')).read()
 
 
 if __name__ == '__main__':

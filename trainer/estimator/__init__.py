@@ -28,6 +28,13 @@ Map:
   hooks).
 * tf.contrib.learn / tf.contrib.training names: `experiment.py`,
   `learn_runner.py`, `hparams.py`.
+* More tf.estimator 2.15 names: `hooks.py` (`tfe.LoggingTensorHook` ...:
+  TF's own hook classes), `parsing_utils.py` (`classifier_parse_example_spec`,
+  `regressor_parse_example_spec`), `extenders.py` (`add_metrics`),
+  `in_memory_eval.py` (`experimental.InMemoryEvaluatorHook`,
+  `experimental.make_stop_at_checkpoint_step_hook`), `canned/heads.py` and
+  `canned/multi_heads.py` (`tfe.BinaryClassHead` ... `tfe.MultiHead`, for
+  `DNNEstimator`, `LinearEstimator`, `DNNLinearCombinedEstimator`).
 """
 
 from core import compat  # noqa: F401  (must run before tf_slim is used)

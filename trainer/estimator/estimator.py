@@ -571,18 +571,11 @@ class Estimator(object):
   def experimental_export_all_saved_models(self, export_dir_base, input_receiver_fn_map,
                                            assets_extra=None, as_text=False,
                                            checkpoint_path=None):
-    """Exports one MetaGraph per mode of `input_receiver_fn_map` in one SavedModel.
+    """One SavedModel with a MetaGraph per mode of `input_receiver_fn_map`.
 
-    Args:
-      export_dir_base: the export is written to `<export_dir_base>/<timestamp>`.
-      input_receiver_fn_map: {ModeKeys value: receiver fn}; TRAIN and EVAL
-        take `SupervisedInputReceiver`s, PREDICT a `ServingInputReceiver`.
-      assets_extra: dict {relative dest path: source path} for `assets.extra/`.
-      as_text: write `saved_model.pbtxt`.
-      checkpoint_path: checkpoint to export (default: the latest).
-
-    Returns:
-      The export directory as bytes.
+    `input_receiver_fn_map` is {ModeKeys value: receiver fn} (TRAIN and EVAL
+    take `SupervisedInputReceiver`s); the other arguments and the return value
+    are export_saved_model's.
     """
     return self._export_all_saved_models(
         export_dir_base, input_receiver_fn_map, assets_extra=assets_extra, as_text=as_text,
