@@ -11,6 +11,8 @@ optimizers for both parts, and DNN models over `shared_embedding_columns`
 (v1) and `tf.feature_column.shared_embeddings` (v2).
 """
 
+import os
+import subprocess
 import sys
 
 import numpy as np
@@ -23,6 +25,8 @@ from trainer import estimator as tfe
 from trainer.estimator.canned import optimizers
 
 tf.compat.v1.disable_eager_execution()
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 fc = tf.compat.v1.feature_column
 COLORS = ['red', 'green', 'blue']
@@ -70,6 +74,36 @@ def test_linear_classifier_with_keras_ftrl_as_in_the_docstring(tmp_path):
   assert metrics['global_step'] == 30 and metrics['accuracy'] > 0.7
   # FTRL's accumulators exist: the v1 FtrlOptimizer ran, with Keras' settings.
   assert any(name.endswith('/Ftrl') for name in estimator.get_variable_names())
+
+
+_EAGER_PROGRAM = '''
+import numpy as np
+import tensorflow as tf
+from trainer import estimator as tfe
+
+a = tf.feature_column.categorical_column_with_vocabulary_list('a', ['x', 'y'])
+estimator = tfe.LinearClassifier(
+    feature_columns=[a],
+    optimizer=tf.keras.optimizers.Ftrl(
+      learning_rate=0.1,
+      l1_regularization_strength=0.001
+    ), model_dir=%r)
+features = {'a': np.array([['x'], ['y']] * 8)}
+labels = np.array([[1], [0]] * 8)
+estimator.train(lambda: tf.data.Dataset.from_tensor_slices((features, labels)).repeat().batch(4),
+                steps=5)
+print('global_step', estimator.get_variable_value('global_step'))
+'''
+
+
+def test_keras3_optimizer_from_an_eager_program_as_in_the_docstring(tmp_path):
+  # tf.keras is Keras 3 on TF 2.21; its optimizers can only be built eagerly, so this is
+  # the docstring's call in an ordinary (eager) TF2 program, in its own process.
+  env = dict(os.environ, PYTHONPATH=REPO_ROOT)
+  result = subprocess.run([sys.executable, '-c', _EAGER_PROGRAM % str(tmp_path)],
+                          capture_output=True, text=True, env=env, timeout=300, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert 'global_step 5' in result.stdout
 
 
 def test_keras_hyper_parameters_reach_the_v1_optimizer():

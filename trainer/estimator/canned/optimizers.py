@@ -19,7 +19,11 @@ becomes the `tf.compat.v1.train` optimizer of the same algorithm with the
 same hyper-parameters, built afresh in each graph the Estimator makes:
 Adagrad, Adam, Adadelta, Ftrl, RMSprop, SGD (momentum and nesterov). A
 learning-rate schedule is evaluated at the global step. The Keras object
-itself is never used, so it keeps no state between `train()` calls.
+itself is never used, so it keeps no state between `train()` calls. A Keras 3
+optimizer (made eagerly) is read when the Estimator is constructed, since
+its variables cannot be read inside the Estimator's graphs; a tf_keras one
+made in graph mode, whose `get_config()` fails there, is read attribute by
+attribute (a learning-rate tensor made in the training graph stays a tensor).
 
 Differs on purpose: tf.estimator 2.15's V2 classes turn names into Keras
 optimizers; here they are the `tf.compat.v1.train` optimizers (the v1
@@ -33,6 +37,9 @@ numerical differences remain where the v1 algorithm differs: v1 Adagrad has
 no epsilon, v1 RMSProp starts its mean square at 1, Keras at 0.
 """
 
+import weakref
+
+import numpy as np
 import tensorflow as tf
 
 from trainer.estimator import replicate
@@ -87,6 +94,18 @@ def _keras_class_name(opt):
   return None
 
 
+_CONFIGS = weakref.WeakKeyDictionary()  # Keras optimizer -> its config, read eagerly.
+
+
+def _plain(value):
+  """A Python number for an eager tensor or a numpy scalar; anything else as it is."""
+  if isinstance(value, tf.Tensor) and tf.executing_eagerly():
+    value = value.numpy()
+  if isinstance(value, np.generic):
+    value = value.item()
+  return value
+
+
 def _keras_config(opt, name):
   """The optimizer's `get_config()`, or the same keys read from its attributes.
 
@@ -96,9 +115,23 @@ def _keras_config(opt, name):
   tensor of this graph.
   """
   try:
-    return opt.get_config()
+    cached = _CONFIGS.get(opt)
+  except TypeError:  # Not weak-referenceable: nothing cached.
+    cached = None
+  if cached is not None:
+    return dict(cached)
+  try:
+    config = {k: _plain(v) for k, v in opt.get_config().items()}
   except (NotImplementedError, ValueError, TypeError, tf.errors.OpError):
-    pass
+    config = None
+  if config is not None:
+    try:
+      # An eagerly made optimizer (Keras 3) can read its variables only eagerly: the
+      # Estimator's constructor checks it there, and its graphs reuse what was read.
+      _CONFIGS[opt] = config
+    except TypeError:
+      pass
+    return dict(config)
   hyper = getattr(opt, '_hyper', {})  # Legacy optimizers keep their settings here.
   keys = (list(_KERAS_TO_V1[name][1].values()) + [k for k, _ in _KERAS_UNSUPPORTED] +
           ['decay'])
