@@ -23,7 +23,8 @@ tf.compat.v1.disable_eager_execution()
 HOOK_NAMES = ['SessionRunHook', 'SessionRunArgs', 'SessionRunContext', 'SessionRunValues',
               'LoggingTensorHook', 'StopAtStepHook', 'CheckpointSaverHook',
               'CheckpointSaverListener', 'StepCounterHook', 'SummarySaverHook', 'NanTensorHook',
-              'FeedFnHook', 'ProfilerHook', 'GlobalStepWaiterHook', 'FinalOpsHook']
+              'FeedFnHook', 'ProfilerHook', 'GlobalStepWaiterHook', 'FinalOpsHook',
+              'NanLossDuringTrainingError']
 
 
 def _input_fn():
@@ -83,6 +84,20 @@ class LossRecorder(tfe.SessionRunHook):
 def test_every_hook_name_is_the_tf_compat_v1_class():
   for name in HOOK_NAMES:
     assert getattr(tfe, name) is getattr(tf.compat.v1.train, name), name
+    assert 'tfe.' + name in _MIGRATING, name
+
+
+def test_nan_loss_stops_training_with_the_tf_estimator_error(tmp_path):
+  def nan_model_fn(features, labels, mode):
+    del labels
+    loss = tf.reduce_mean(features['x']) * np.nan + tf.compat.v1.get_variable('w', [])
+    train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+        loss, global_step=tf.compat.v1.train.get_global_step())
+    return tfe.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+  est = tfe.Estimator(nan_model_fn, model_dir=str(tmp_path))
+  with pytest.raises(tfe.NanLossDuringTrainingError):
+    est.train(_input_fn, steps=3)
 
 
 def test_user_checkpoint_saver_hook_with_listener_replaces_the_default(tmp_path):
@@ -141,6 +156,10 @@ def test_a_hook_of_the_wrong_type_is_refused(tmp_path):
   est = tfe.Estimator(model_fn, model_dir=str(tmp_path))
   with pytest.raises(TypeError, match='SessionRunHook'):
     est.train(_input_fn, steps=1, hooks=[object()])
+
+
+_MIGRATING = open(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), 'docs', 'migrating.md')).read()
 
 
 if __name__ == '__main__':

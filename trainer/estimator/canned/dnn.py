@@ -22,8 +22,9 @@ while training, then batch normalization with momentum 0.999 when
 `batch_norm`), and a linear `dnn/logits` layer with the head's logits
 dimension. The head (head.py) turns the logits into the loss, metrics,
 predictions and export signatures. The optimizer is 'Adagrad' with learning
-rate 0.05 unless given (a name, a `tf.compat.v1.train.Optimizer` or a
-callable returning one).
+rate 0.05 unless given (a name, a `tf.compat.v1.train.Optimizer`, a Keras
+optimizer or a callable returning one; see optimizers.py). `DNNEstimator`
+is the same model with a head of your choice (heads.py).
 
 On a cluster every variable is partitioned over the ps tasks as
 tf.estimator did (see partitioning.py): embedding tables of the input layer

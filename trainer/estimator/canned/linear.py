@@ -21,7 +21,8 @@ weight row per bucket):
 Arguments, their order and defaults are tf.estimator 2.15's
 `tf.estimator.LinearClassifier` / `LinearRegressor`; `optimizer` is a name
 ('Ftrl', 'Adagrad', 'Adam', 'RMSProp', 'SGD'; learning rate 0.2), a
-`tf.compat.v1.train.Optimizer`, or a callable returning one; None means FTRL
+`tf.compat.v1.train.Optimizer`, a Keras optimizer (translated to its v1
+twin, optimizers.py), or a callable returning one; None means FTRL
 with learning rate min(0.2, 1 / sqrt(number of feature columns)) (the
 original's rules). Losses, metrics, predictions and export signatures come
 from head.py. Variables are named as tf.estimator's
