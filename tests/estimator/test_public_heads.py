@@ -126,6 +126,38 @@ def test_loss_reduction_sum_and_bad_arguments():
     tfe.BinaryClassHead().metrics()
 
 
+def test_multi_label_head_eval_spec_metric_keys_and_values():
+  with tf.Graph().as_default():
+    tf.compat.v1.train.create_global_step()
+    head = tfe.MultiLabelHead(n_classes=2, weight_column='w', thresholds=[0.5],
+                              label_vocabulary=['cat', 'dog'],
+                              classes_for_class_based_metrics=[1, 'cat'])
+    logits = np.array([[-1., 1.], [-1.5, 1.5]], dtype=np.float32)
+    labels = tf.SparseTensor(indices=[[0, 1], [1, 0], [1, 1]], values=['dog', 'cat', 'dog'],
+                             dense_shape=[2, 2])
+    features = {'w': np.array([[1.0], [2.0]], dtype=np.float32)}
+    spec = head.create_estimator_spec(features, tfe.ModeKeys.EVAL, logits, labels=labels)
+    assert set(spec.eval_metric_ops) == {
+        'average_loss', 'auc', 'auc_precision_recall', 'accuracy/positive_threshold_0.5',
+        'precision/positive_threshold_0.5', 'recall/positive_threshold_0.5',
+        'probability_mean/class1', 'auc/class1', 'auc_precision_recall/class1',
+        'probability_mean/cat', 'auc/cat', 'auc_precision_recall/cat'}
+    with tf.compat.v1.Session() as session:
+      session.run(tf.compat.v1.local_variables_initializer())
+      session.run([update for _, update in spec.eval_metric_ops.values()])
+      values = session.run({k: v for k, (v, _) in spec.eval_metric_ops.items()})
+    # Predicted positives (p > 0.5) are class 1 in both examples; labels are
+    # [[0, 1], [1, 1]]: entries weighted 1, 1, 2, 2, the third wrong -> 4 / 6.
+    assert values['accuracy/positive_threshold_0.5'] == pytest.approx(4.0 / 6.0)
+    assert values['probability_mean/class1'] == pytest.approx(
+        (1 / (1 + np.exp(-1.0)) + 2 / (1 + np.exp(-1.5))) / 3, rel=1e-5)
+    # Sigmoid cross entropy averaged over the two classes, then weighted 1 and 2.
+    per_example = [np.log1p(np.exp(-1.0)),
+                   np.mean([np.log1p(np.exp(1.5)), np.log1p(np.exp(-1.5))])]
+    assert values['average_loss'] == pytest.approx(
+        np.average(per_example, weights=[1, 2]), rel=1e-5)
+
+
 def _config():
   return tfe.RunConfig(tf_random_seed=1, session_config=test_util.session_config(num_cpus=1))
 
