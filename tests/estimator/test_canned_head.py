@@ -264,8 +264,9 @@ def test_optimizer_by_name_instance_and_callable():
       optimizers.get_optimizer_instance('Adam')
     with pytest.raises(ValueError, match='The given object is not an Optimizer instance'):
       optimizers.get_optimizer_instance(lambda: 'Adam')
-    with pytest.raises(ValueError, match='The given object is not an Optimizer instance'):
-      optimizers.get_optimizer_instance(tf.keras.optimizers.SGD())
+    # A Keras optimizer becomes its tf.compat.v1.train twin (issue 26, item 9).
+    assert isinstance(optimizers.get_optimizer_instance(tf.keras.optimizers.SGD()),
+                      tf.compat.v1.train.GradientDescentOptimizer)
 
 
 if __name__ == '__main__':

@@ -29,9 +29,17 @@ Map:
 * tf.contrib.learn / tf.contrib.training names: `experiment.py`,
   `learn_runner.py`, `hparams.py`, `learn.py` (`tfe.learn`: the
   `tf.contrib.learn` namespace, with contrib's `ModeKeys.INFER`).
+* More tf.estimator 2.15 names: `hooks.py` (`tfe.LoggingTensorHook` ...:
+  TF's own hook classes), `parsing_utils.py` (`classifier_parse_example_spec`,
+  `regressor_parse_example_spec`), `extenders.py` (`add_metrics`),
+  `in_memory_eval.py` (`experimental.InMemoryEvaluatorHook`,
+  `experimental.make_stop_at_checkpoint_step_hook`), `canned/heads.py` and
+  `canned/multi_heads.py` (`tfe.BinaryClassHead` ... `tfe.MultiHead`, for
+  `DNNEstimator`, `LinearEstimator`, `DNNLinearCombinedEstimator`).
 """
 
 from core import compat  # noqa: F401  (must run before tf_slim is used)
+import tensorflow as tf
 
 # Estimator core (estimator.py, model_fn.py, run_config.py, warm_starting.py, export/).
 from trainer.estimator import export  # noqa: F401
@@ -70,3 +78,25 @@ from trainer.estimator import learn  # noqa: E402,F401
 from trainer.estimator import learn_runner  # noqa: E402,F401
 from trainer.estimator.experiment import Experiment  # noqa: E402,F401
 from trainer.estimator.hparams import HParams  # noqa: E402,F401
+
+# tf.estimator's re-exported session hooks (hooks.py): tfe.LoggingTensorHook, ...
+from trainer.estimator.hooks import (  # noqa: E402,F401
+    CheckpointSaverHook, CheckpointSaverListener, FeedFnHook, FinalOpsHook,
+    GlobalStepWaiterHook, LoggingTensorHook, NanLossDuringTrainingError, NanTensorHook,
+    ProfilerHook, SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues,
+    StepCounterHook, StopAtStepHook, SummarySaverHook)
+
+# More tf.estimator 2.15 names (parsing_utils.py, extenders.py; VocabInfo is TF's own class).
+from trainer.estimator.extenders import add_metrics  # noqa: E402,F401
+from trainer.estimator.parsing_utils import classifier_parse_example_spec  # noqa: E402,F401
+from trainer.estimator.parsing_utils import regressor_parse_example_spec  # noqa: E402,F401
+VocabInfo = tf.compat.v1.train.VocabInfo
+
+# Public heads and the head-based canned Estimators (canned/heads.py, canned/multi_heads.py).
+from trainer.estimator.canned.heads import (  # noqa: E402,F401
+    BinaryClassHead, LogisticRegressionHead, MultiClassHead, PoissonRegressionHead,
+    RegressionHead)
+from trainer.estimator.canned.multi_heads import MultiHead, MultiLabelHead  # noqa: E402,F401
+from trainer.estimator.canned.dnn import DNNEstimator  # noqa: E402,F401
+from trainer.estimator.canned.linear import LinearEstimator  # noqa: E402,F401
+from trainer.estimator.canned.dnn_linear_combined import DNNLinearCombinedEstimator  # noqa: E402,F401

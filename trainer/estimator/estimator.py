@@ -546,33 +546,54 @@ class Estimator(object):
 
   def export_saved_model(self, export_dir_base, serving_input_receiver_fn, assets_extra=None,
                          as_text=False, checkpoint_path=None, experimental_mode=ModeKeys.PREDICT):
-    """Exports the PREDICT graph and the latest variables as a SavedModel.
+    """Exports the graph of one mode and the latest variables as a SavedModel.
 
     Args:
       export_dir_base: the export is written to `<export_dir_base>/<timestamp>`.
-      serving_input_receiver_fn: returns a `ServingInputReceiver`.
+      serving_input_receiver_fn: returns a `ServingInputReceiver` (PREDICT) or
+        a `SupervisedInputReceiver` (TRAIN, EVAL).
       assets_extra: dict {relative dest path: source path} copied into
         `assets.extra/`.
       as_text: write `saved_model.pbtxt` instead of `saved_model.pb`.
       checkpoint_path: checkpoint to export (default: the latest).
-      experimental_mode: only ModeKeys.PREDICT is supported.
+      experimental_mode: ModeKeys.PREDICT (tag 'serve'), TRAIN ('train') or EVAL ('eval').
 
     Returns:
       The export directory as bytes (as tf.estimator).
     """
     if not serving_input_receiver_fn:
       raise ValueError('An input_receiver_fn must be defined.')
-    if experimental_mode != ModeKeys.PREDICT:
-      raise ValueError('export_saved_model supports only experimental_mode=ModeKeys.PREDICT, '
-                       'got {!r}'.format(experimental_mode))
+    return self._export_all_saved_models(
+        export_dir_base, {experimental_mode: serving_input_receiver_fn},
+        assets_extra=assets_extra, as_text=as_text, checkpoint_path=checkpoint_path,
+        strip_default_attrs=True)
+
+  def experimental_export_all_saved_models(self, export_dir_base, input_receiver_fn_map,
+                                           assets_extra=None, as_text=False,
+                                           checkpoint_path=None):
+    """One SavedModel with a MetaGraph per mode of `input_receiver_fn_map`.
+
+    `input_receiver_fn_map` is {ModeKeys value: receiver fn} (TRAIN and EVAL
+    take `SupervisedInputReceiver`s); the other arguments and the return value
+    are export_saved_model's.
+    """
+    return self._export_all_saved_models(
+        export_dir_base, input_receiver_fn_map, assets_extra=assets_extra, as_text=as_text,
+        checkpoint_path=checkpoint_path, strip_default_attrs=True)
+
+  def export_savedmodel(self, export_dir_base, serving_input_receiver_fn, assets_extra=None,
+                        as_text=False, checkpoint_path=None, strip_default_attrs=False):
+    """tf.estimator's deprecated spelling: a PREDICT export, `strip_default_attrs` honoured."""
+    if not serving_input_receiver_fn:
+      raise ValueError('An input_receiver_fn must be defined.')
     return self._export_all_saved_models(
         export_dir_base, {ModeKeys.PREDICT: serving_input_receiver_fn},
-        assets_extra=assets_extra, as_text=as_text, checkpoint_path=checkpoint_path)
-
-  export_savedmodel = export_saved_model
+        assets_extra=assets_extra, as_text=as_text, checkpoint_path=checkpoint_path,
+        strip_default_attrs=strip_default_attrs)
 
   def _export_all_saved_models(self, export_dir_base, input_receiver_fn_map,
-                               assets_extra=None, as_text=False, checkpoint_path=None):
+                               assets_extra=None, as_text=False, checkpoint_path=None,
+                               strip_default_attrs=True):
     if not checkpoint_path:
       checkpoint_path = self.latest_checkpoint()
     if not checkpoint_path:
@@ -583,4 +604,5 @@ class Estimator(object):
       else:
         raise ValueError("Couldn't find trained model at {}.".format(self._model_dir))
     return saved_model.export_all(self, export_dir_base, input_receiver_fn_map,
-                                         checkpoint_path, assets_extra, as_text)
+                                  checkpoint_path, assets_extra, as_text,
+                                  strip_default_attrs=strip_default_attrs)

@@ -3,7 +3,10 @@
     from trainer import estimator as tfe
     hook = tfe.experimental.stop_if_no_decrease_hook(estimator, 'loss', 1000)
 
-See trainer/estimator/early_stopping.py for what the hooks do.
+See trainer/estimator/early_stopping.py for what the stop hooks do,
+in_memory_eval.py for `InMemoryEvaluatorHook` and
+`make_stop_at_checkpoint_step_hook`, and export/export.py for
+`build_raw_supervised_input_receiver_fn`.
 """
 
 from trainer.estimator.early_stopping import make_early_stopping_hook  # noqa: F401
@@ -12,3 +15,6 @@ from trainer.estimator.early_stopping import stop_if_higher_hook  # noqa: F401
 from trainer.estimator.early_stopping import stop_if_lower_hook  # noqa: F401
 from trainer.estimator.early_stopping import stop_if_no_decrease_hook  # noqa: F401
 from trainer.estimator.early_stopping import stop_if_no_increase_hook  # noqa: F401
+from trainer.estimator.export.export import build_raw_supervised_input_receiver_fn  # noqa: F401
+from trainer.estimator.in_memory_eval import InMemoryEvaluatorHook  # noqa: F401
+from trainer.estimator.in_memory_eval import make_stop_at_checkpoint_step_hook  # noqa: F401

@@ -1,7 +1,8 @@
 """An Estimator's SavedModel: one MetaGraph per mode, with its signatures.
 
 `Estimator.export_saved_model` (and so every Exporter) lands here. For each
-mode in the receiver map (PREDICT for a serving export) a fresh graph is built
+mode in the receiver map (PREDICT for a serving export; TRAIN and EVAL take a
+`SupervisedInputReceiver`, whose labels reach the model_fn) a fresh graph is built
 from the receiver's features and the model_fn, the checkpoint is restored into
 it, and one MetaGraph (tag `serve`) with one SignatureDef per `export_outputs`
 key is added; the first mode also saves the variables. The directory is
@@ -13,7 +14,10 @@ never sees a half-written export.
         estimator, '/tmp/model/export/Servo', {ModeKeys.PREDICT: receiver_fn},
         estimator.latest_checkpoint())
 
-Signature rules (tf.estimator's): a receiver's alternatives give extra
+Signature rules (tf.estimator's): PREDICT gets the model_fn's `export_outputs`;
+TRAIN and EVAL get one signature named after the mode ('train' with tag
+'train', 'eval' with tag 'eval') holding loss, predictions and, for EVAL, the
+eval metrics (`export_output.TrainOutput` / `EvalOutput`); a receiver's alternatives give extra
 signatures named `<receiver>:<output key>`; an output that cannot be built
 against the receiver (classify/regress need one string input) is left out
 and logged; 'Export includes no default signature!' is logged when
@@ -29,6 +33,7 @@ from core import saved_model_writer
 from trainer.estimator import model_fn as model_fn_lib
 from trainer.estimator import util
 from trainer.estimator.export import export as export_lib
+from trainer.estimator.export import export_output as export_output_lib
 
 ModeKeys = model_fn_lib.ModeKeys
 _EXPORT_TAGS = {ModeKeys.PREDICT: [tf.compat.v1.saved_model.tag_constants.SERVING],
@@ -90,8 +95,21 @@ def build_all_signature_defs(receiver_tensors, export_outputs,
   return signatures
 
 
+def _export_outputs_for_mode(spec, mode):
+  """The model_fn's export_outputs (PREDICT), else one 'train' / 'eval' supervised output."""
+  if mode == ModeKeys.PREDICT:
+    return spec.export_outputs
+  output_class = (export_output_lib.TrainOutput if mode == ModeKeys.TRAIN
+                  else export_output_lib.EvalOutput)
+  metrics = spec.eval_metric_ops if mode == ModeKeys.EVAL else None
+  if mode == ModeKeys.TRAIN and spec.train_op is not None:
+    # Where SavedModel loaders look for the train op of a 'train' MetaGraph.
+    tf.compat.v1.add_to_collection('saved_model_train_op', spec.train_op)
+  return {mode: output_class(loss=spec.loss, predictions=spec.predictions, metrics=metrics)}
+
+
 def _add_meta_graph_for_mode(estimator, builder, receiver_fn, checkpoint_path,
-                             save_variables, mode):
+                             save_variables, mode, strip_default_attrs=True):
   """Builds the graph of `mode`, restores `checkpoint_path` and adds it to `builder`."""
   with tf.Graph().as_default() as g:
     estimator._create_and_assert_global_step(g)  # pylint: disable=protected-access
@@ -100,7 +118,7 @@ def _add_meta_graph_for_mode(estimator, builder, receiver_fn, checkpoint_path,
     spec = estimator._call_model_fn(  # pylint: disable=protected-access
         receiver.features, getattr(receiver, 'labels', None), mode, estimator.config)
     signature_def_map = build_all_signature_defs(
-        receiver.receiver_tensors, spec.export_outputs,
+        receiver.receiver_tensors, _export_outputs_for_mode(spec, mode),
         getattr(receiver, 'receiver_tensors_alternatives', None),
         serving_only=(mode == ModeKeys.PREDICT))
     session_config = estimator.config.session_config
@@ -119,7 +137,8 @@ def _add_meta_graph_for_mode(estimator, builder, receiver_fn, checkpoint_path,
       kwargs = dict(tags=_EXPORT_TAGS[mode], signature_def_map=signature_def_map,
                     assets_collection=tf.compat.v1.get_collection(
                         tf.compat.v1.GraphKeys.ASSET_FILEPATHS),
-                    main_op=local_init_op, saver=saver, strip_default_attrs=True)
+                    main_op=local_init_op, saver=saver,
+                    strip_default_attrs=strip_default_attrs)
       if save_variables:
         builder.add_meta_graph_and_variables(session, **kwargs)
       else:
@@ -135,7 +154,7 @@ def _copy_assets_extra(temp_export_dir, assets_extra):
 
 
 def export_all(estimator, export_dir_base, input_receiver_fn_map, checkpoint_path,
-               assets_extra=None, as_text=False):
+               assets_extra=None, as_text=False, strip_default_attrs=True):
   """Writes the SavedModel for every mode of `input_receiver_fn_map`.
 
   Args:
@@ -145,6 +164,7 @@ def export_all(estimator, export_dir_base, input_receiver_fn_map, checkpoint_pat
     checkpoint_path: checkpoint prefix to export.
     assets_extra: optional {dest: source} copied to assets.extra/.
     as_text: write the SavedModel proto as text.
+    strip_default_attrs: leave attributes at their default value out of the graph.
 
   Returns:
     The export directory (bytes).
@@ -160,7 +180,7 @@ def export_all(estimator, export_dir_base, input_receiver_fn_map, checkpoint_pat
     builder = tf.compat.v1.saved_model.Builder(staging_dir)
     for index, mode in enumerate(modes):
       _add_meta_graph_for_mode(estimator, builder, input_receiver_fn_map[mode],
-                               checkpoint_path, index == 0, mode)
+                               checkpoint_path, index == 0, mode, strip_default_attrs)
     builder.save(as_text)
     if assets_extra:
       _copy_assets_extra(staging_dir, assets_extra)

@@ -9,7 +9,11 @@ Map:
 
 * `head.py`: logits -> loss, eval metrics, predictions, export signatures
   (`classification_head`, `regression_head`).
-* `optimizers.py`: the `optimizer` argument (name, instance or callable).
+* `heads.py`, `multi_heads.py`: tf.estimator's public heads
+  (`tfe.BinaryClassHead`, `MultiClassHead`, `MultiLabelHead`, `RegressionHead`,
+  `PoissonRegressionHead`, `LogisticRegressionHead`, `MultiHead`) for the
+  head-based `DNNEstimator`, `LinearEstimator`, `DNNLinearCombinedEstimator`.
+* `optimizers.py`: the `optimizer` argument (name, v1 or Keras instance, or callable).
 * `baseline.py`: `BaselineClassifier`, `BaselineRegressor` (a bias only).
 * `linear.py`: `LinearClassifier`, `LinearRegressor`.
 * `dnn.py`: `DNNClassifier`, `DNNRegressor` (hidden layers over an input layer).

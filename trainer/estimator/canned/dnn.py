@@ -22,8 +22,9 @@ while training, then batch normalization with momentum 0.999 when
 `batch_norm`), and a linear `dnn/logits` layer with the head's logits
 dimension. The head (head.py) turns the logits into the loss, metrics,
 predictions and export signatures. The optimizer is 'Adagrad' with learning
-rate 0.05 unless given (a name, a `tf.compat.v1.train.Optimizer` or a
-callable returning one).
+rate 0.05 unless given (a name, a `tf.compat.v1.train.Optimizer`, a Keras
+optimizer or a callable returning one; see optimizers.py). `DNNEstimator`
+is the same model with a head of your choice (heads.py).
 
 On a cluster every variable is partitioned over the ps tasks as
 tf.estimator did (see partitioning.py): embedding tables of the input layer
@@ -42,11 +43,20 @@ Differs on purpose:
   variable names are the same.
 * Parts of a variable split over several ps tasks are pinned to ps task
   `i % num_ps` (partitioning.py) instead of round-robin.
+
+Shared embeddings: `tf.compat.v1.feature_column.shared_embedding_columns`
+go through `input_layer` like any column; `tf.feature_column.shared_embeddings`
+(v2, which `input_layer` refuses) are looked up after the other columns
+(`input_from_feature_columns`), their table named
+`dnn/input_from_feature_columns/<shared name>`.
 """
 
 import numbers
 
 import tensorflow as tf
+# The column classes, to tell v2-only shared embeddings from the columns input_layer takes.
+from tensorflow.python.feature_column import feature_column as fc_v1
+from tensorflow.python.feature_column import feature_column_v2 as fc_v2
 
 from trainer.estimator import estimator as estimator_lib
 from trainer.estimator import model_fn as model_fn_lib
@@ -55,7 +65,7 @@ from trainer.estimator.canned import linear as linear_lib
 from trainer.estimator.canned import optimizers
 from trainer.estimator.canned import partitioning
 
-__all__ = ['DNNClassifier', 'DNNRegressor']
+__all__ = ['DNNClassifier', 'DNNRegressor', 'DNNEstimator']
 
 # tf.estimator's default learning rate for the DNN optimizer given by name.
 _LEARNING_RATE = 0.05
@@ -103,6 +113,40 @@ def _layer_summary(value, tag):
   tf.compat.v1.summary.histogram('%s/activation' % tag, value)
 
 
+def _is_v1_column(column):
+  # v2 shared embeddings subclass the v1 base too, with methods that only raise.
+  return (isinstance(column, fc_v1._FeatureColumn) and  # pylint: disable=protected-access
+          not isinstance(column, fc_v2.SharedEmbeddingColumn))
+
+
+def input_from_feature_columns(features, feature_columns):
+  """[batch, n] dense input: `input_layer`, then any v2-only shared embeddings.
+
+  `tf.feature_column.shared_embeddings` (v2) makes columns that the v1
+  `input_layer` refuses; they are looked up on their own, after the other
+  columns and sorted by name, their one shared table created in the current
+  variable scope (`<scope>/<shared name>`). Models without them build exactly
+  the graph (and variable names) they always did.
+  """
+  v1_columns = [c for c in feature_columns if _is_v1_column(c)]
+  v2_columns = sorted((c for c in feature_columns if not _is_v1_column(c)),
+                      key=lambda c: c.name)
+  for column in v2_columns:
+    if not isinstance(column, fc_v2.SharedEmbeddingColumn):
+      raise ValueError(
+          'feature_columns: {} ({}) is a v2-only column other than a shared embedding; use '
+          'its tf.compat.v1.feature_column equivalent.'.format(column.name, type(column)))
+  parts = []
+  if v1_columns:
+    parts.append(tf.compat.v1.feature_column.input_layer(features, v1_columns))
+  if v2_columns:
+    cache = fc_v2.FeatureTransformationCache(features)
+    for column in v2_columns:
+      dense = column.get_dense_tensor(cache, None)
+      parts.append(tf.reshape(dense, [-1, column.variable_shape.num_elements()]))
+  return parts[0] if len(parts) == 1 else tf.concat(parts, axis=1)
+
+
 def dnn_logits(features, mode, units, hidden_units, feature_columns, activation_fn, dropout,
                input_layer_partitioner, batch_norm):
   """Builds the DNN tower under the current variable scope; returns the logits.
@@ -126,7 +170,7 @@ def dnn_logits(features, mode, units, hidden_units, feature_columns, activation_
   prefix = scope_name + '/' if scope_name else ''
   with tf.compat.v1.variable_scope('input_from_feature_columns',
                                    partitioner=input_layer_partitioner):
-    net = tf.compat.v1.feature_column.input_layer(features, feature_columns)
+    net = input_from_feature_columns(features, feature_columns)
   for index, width in enumerate(hidden_units):
     with tf.compat.v1.variable_scope('hiddenlayer_%d' % index) as layer_scope:
       net = tf.compat.v1.layers.dense(
@@ -267,6 +311,47 @@ class DNNRegressor(estimator_lib.Estimator):
     head = head_lib.regression_head(label_dimension=label_dimension,
                                     weight_column=weight_column,
                                     loss_reduction=loss_reduction)
+
+    def _model_fn(features, labels, mode, config):
+      return _dnn_model_fn(features, labels, mode, head, hidden_units, feature_columns,
+                           optimizer=optimizer, activation_fn=activation_fn, dropout=dropout,
+                           input_layer_partitioner=input_layer_partitioner, config=config,
+                           batch_norm=batch_norm)
+
+    super().__init__(model_fn=_model_fn, model_dir=model_dir, config=config,
+                     warm_start_from=warm_start_from)
+
+
+class DNNEstimator(estimator_lib.Estimator):
+  """A DNN over feature columns with a head of your choice (`tfe.MultiLabelHead(...)` ...).
+
+  Arguments as `tf.estimator.DNNEstimator`; the model is DNNClassifier's, the
+  loss, metrics, predictions and signatures are the head's.
+  """
+
+  def __init__(self, head, hidden_units, feature_columns, model_dir=None, optimizer='Adagrad',
+               activation_fn=tf.nn.relu, dropout=None, config=None, warm_start_from=None,
+               batch_norm=False, input_layer_partitioner=None):
+    """Builds the estimator.
+
+    Args:
+      head: a head (`tfe.BinaryClassHead`, `tfe.MultiHead`, ...).
+      hidden_units: widths of the hidden layers.
+      feature_columns: dense feature columns.
+      model_dir: where checkpoints and events go.
+      optimizer: name, v1 or Keras optimizer, or callable returning one.
+      activation_fn: activation of the hidden layers.
+      dropout: None, or the probability of dropping a hidden unit in training.
+      config: a `tfe.RunConfig`.
+      warm_start_from: checkpoint path or `tfe.WarmStartSettings`.
+      batch_norm: batch normalization after each hidden layer.
+      input_layer_partitioner: partitioner of the input layer.
+
+    Raises:
+      ValueError: naming the offending argument.
+    """
+    hidden_units, feature_columns = check_dnn_arguments(hidden_units, feature_columns, dropout,
+                                                        optimizer)
 
     def _model_fn(features, labels, mode, config):
       return _dnn_model_fn(features, labels, mode, head, hidden_units, feature_columns,

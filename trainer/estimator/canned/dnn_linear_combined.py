@@ -43,7 +43,8 @@ from trainer.estimator.canned import linear as linear_lib
 from trainer.estimator.canned import optimizers
 from trainer.estimator.canned import partitioning
 
-__all__ = ['DNNLinearCombinedClassifier', 'DNNLinearCombinedRegressor']
+__all__ = ['DNNLinearCombinedClassifier', 'DNNLinearCombinedRegressor',
+           'DNNLinearCombinedEstimator']
 
 # tf.estimator's default learning rates of the two optimizers given by name.
 _DNN_LEARNING_RATE = 0.001
@@ -244,6 +245,54 @@ class DNNLinearCombinedRegressor(estimator_lib.Estimator):
     head = head_lib.regression_head(label_dimension=label_dimension,
                                     weight_column=weight_column,
                                     loss_reduction=loss_reduction)
+
+    def _model_fn(features, labels, mode, config):
+      return _dnn_linear_combined_model_fn(
+          features, labels, mode, head, linear_feature_columns=linear_columns,
+          linear_optimizer=linear_optimizer, dnn_feature_columns=dnn_columns,
+          dnn_optimizer=dnn_optimizer, dnn_hidden_units=hidden_units,
+          dnn_activation_fn=dnn_activation_fn, dnn_dropout=dnn_dropout,
+          input_layer_partitioner=input_layer_partitioner, config=config,
+          batch_norm=batch_norm, linear_sparse_combiner=linear_sparse_combiner)
+
+    super().__init__(model_fn=_model_fn, model_dir=model_dir, config=config,
+                     warm_start_from=warm_start_from)
+
+
+class DNNLinearCombinedEstimator(estimator_lib.Estimator):
+  """Wide and deep with a head of your choice; arguments as tf.estimator's class."""
+
+  def __init__(self, head, model_dir=None, linear_feature_columns=None,
+               linear_optimizer='Ftrl', dnn_feature_columns=None, dnn_optimizer='Adagrad',
+               dnn_hidden_units=None, dnn_activation_fn=tf.nn.relu, dnn_dropout=None,
+               config=None, batch_norm=False, linear_sparse_combiner='sum',
+               warm_start_from=None, input_layer_partitioner=None):
+    """Builds the estimator.
+
+    Args:
+      head: a head (`tfe.MultiLabelHead(n_classes=3)`, ...).
+      model_dir: where checkpoints and events go.
+      linear_feature_columns: feature columns of the linear part.
+      linear_optimizer: name, optimizer (v1 or Keras) or callable (default Ftrl).
+      dnn_feature_columns: dense feature columns of the DNN part.
+      dnn_optimizer: name, optimizer or callable (default Adagrad).
+      dnn_hidden_units: widths of the DNN's hidden layers.
+      dnn_activation_fn: activation of the hidden layers.
+      dnn_dropout: None, or the probability of dropping a hidden unit.
+      config: a `tfe.RunConfig`.
+      batch_norm: batch normalization after each hidden layer.
+      linear_sparse_combiner: 'sum', 'mean' or 'sqrtn'.
+      warm_start_from: checkpoint path or `tfe.WarmStartSettings` (keyword only
+        in spirit: tf.estimator's V2 class had none).
+      input_layer_partitioner: partitioner of the DNN input layer and the
+        linear weights.
+
+    Raises:
+      ValueError: naming the offending argument.
+    """
+    linear_columns, dnn_columns, hidden_units = _check_arguments(
+        linear_feature_columns, linear_optimizer, dnn_feature_columns, dnn_optimizer,
+        dnn_hidden_units, dnn_dropout, linear_sparse_combiner)
 
     def _model_fn(features, labels, mode, config):
       return _dnn_linear_combined_model_fn(

@@ -21,7 +21,8 @@ weight row per bucket):
 Arguments, their order and defaults are tf.estimator 2.15's
 `tf.estimator.LinearClassifier` / `LinearRegressor`; `optimizer` is a name
 ('Ftrl', 'Adagrad', 'Adam', 'RMSProp', 'SGD'; learning rate 0.2), a
-`tf.compat.v1.train.Optimizer`, or a callable returning one; None means FTRL
+`tf.compat.v1.train.Optimizer`, a Keras optimizer (translated to its v1
+twin, optimizers.py), or a callable returning one; None means FTRL
 with learning rate min(0.2, 1 / sqrt(number of feature columns)) (the
 original's rules). Losses, metrics, predictions and export signatures come
 from head.py. Variables are named as tf.estimator's
@@ -54,7 +55,7 @@ from trainer.estimator.canned import head as head_lib
 from trainer.estimator.canned import optimizers
 from trainer.estimator.canned import partitioning
 
-__all__ = ['LinearClassifier', 'LinearRegressor']
+__all__ = ['LinearClassifier', 'LinearRegressor', 'LinearEstimator']
 
 _LEARNING_RATE = 0.2
 _SPARSE_COMBINERS = ('mean', 'sqrtn', 'sum')
@@ -80,7 +81,9 @@ def check_feature_columns(feature_columns, argument='feature_columns'):
   if not columns:
     raise ValueError('{} must not be empty'.format(argument))
   for column in columns:
-    if not hasattr(column, 'name') or not hasattr(column, 'parse_example_spec'):
+    # v1-only columns (shared_embedding_columns) have just the private spelling.
+    if not hasattr(column, 'name') or not (hasattr(column, 'parse_example_spec') or
+                                           hasattr(column, '_parse_example_spec')):
       raise ValueError('{}: every item must be a feature column (tf.compat.v1.feature_column.*'
                        '), got {!r}'.format(argument, column))
   return columns
@@ -88,7 +91,9 @@ def check_feature_columns(feature_columns, argument='feature_columns'):
 
 def check_optimizer(optimizer, argument='optimizer'):
   """Fails early for an optimizer name or object the model_fn could not use."""
-  if optimizer is None or callable(optimizer):
+  if optimizer is None or optimizers.check_keras_optimizer(optimizer) is not None:
+    return
+  if callable(optimizer):
     return
   if isinstance(optimizer, str):
     if optimizer not in optimizers.OPTIMIZER_NAMES:
@@ -96,8 +101,8 @@ def check_optimizer(optimizer, argument='optimizer'):
           argument, optimizer, tuple(sorted(optimizers.OPTIMIZER_NAMES))))
     return
   if not isinstance(optimizer, tf.compat.v1.train.Optimizer):
-    raise ValueError('{} must be a name in {}, a tf.compat.v1.train.Optimizer or a callable '
-                     'returning one, got {!r}'.format(
+    raise ValueError('{} must be a name in {}, a tf.compat.v1.train.Optimizer, a Keras '
+                     'optimizer or a callable returning one, got {!r}'.format(
                          argument, tuple(sorted(optimizers.OPTIMIZER_NAMES)), optimizer))
 
 
@@ -235,5 +240,29 @@ class LinearRegressor(_LinearEstimator):
     """
     head = head_lib.regression_head(label_dimension, weight_column=weight_column,
                                     loss_reduction=loss_reduction)
+    super().__init__(head, feature_columns, model_dir, optimizer, config, warm_start_from,
+                     sparse_combiner, partitioner)
+
+
+class LinearEstimator(_LinearEstimator):
+  """A linear model with a head of your choice; arguments as `tf.estimator.LinearEstimator`."""
+
+  def __init__(self, head, feature_columns, model_dir=None, optimizer='Ftrl', config=None,
+               sparse_combiner='sum', warm_start_from=None, partitioner=None):
+    """Builds the estimator.
+
+    Args:
+      head: a head (`tfe.RegressionHead`, `tfe.MultiLabelHead`, `tfe.MultiHead` ...).
+      feature_columns: iterable of feature columns.
+      model_dir: where checkpoints and events go.
+      optimizer: name, v1 or Keras optimizer, callable returning one, or None.
+      config: a `tfe.RunConfig`.
+      sparse_combiner: 'sum', 'mean' or 'sqrtn'.
+      warm_start_from: checkpoint / SavedModel path or `tfe.WarmStartSettings`.
+      partitioner: variable partitioner (default: by config.num_ps_replicas).
+
+    Raises:
+      ValueError: for a bad argument, naming it.
+    """
     super().__init__(head, feature_columns, model_dir, optimizer, config, warm_start_from,
                      sparse_combiner, partitioner)

@@ -14,6 +14,7 @@ The SavedModel itself is written by `trainer/estimator/saved_model.py`.
 from trainer.estimator.export.export import (  # noqa: F401
     ServingInputReceiver, SupervisedInputReceiver, TensorServingInputReceiver,
     UnsupervisedInputReceiver, build_parsing_serving_input_receiver_fn,
-    build_raw_serving_input_receiver_fn)
+    build_raw_serving_input_receiver_fn, build_raw_supervised_input_receiver_fn)
 from trainer.estimator.export.export_output import (  # noqa: F401
-    ClassificationOutput, ExportOutput, PredictOutput, RegressionOutput)
+    ClassificationOutput, EvalOutput, ExportOutput, PredictOutput, RegressionOutput,
+    TrainOutput)

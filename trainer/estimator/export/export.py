@@ -28,7 +28,8 @@ import tensorflow as tf
 
 __all__ = ['ServingInputReceiver', 'TensorServingInputReceiver',
            'SupervisedInputReceiver', 'UnsupervisedInputReceiver',
-           'build_raw_serving_input_receiver_fn', 'build_parsing_serving_input_receiver_fn']
+           'build_raw_serving_input_receiver_fn', 'build_parsing_serving_input_receiver_fn',
+           'build_raw_supervised_input_receiver_fn']
 
 SINGLE_FEATURE_DEFAULT_NAME = 'feature'
 SINGLE_RECEIVER_DEFAULT_NAME = 'input'
@@ -108,11 +109,15 @@ class TensorServingInputReceiver(collections.namedtuple(
 
 class SupervisedInputReceiver(collections.namedtuple(
     'SupervisedInputReceiver', ['features', 'labels', 'receiver_tensors'])):
-  """Features and labels (for TRAIN/EVAL exports) plus the fed tensors."""
+  """Features and labels (for TRAIN/EVAL exports) plus the fed tensors.
+
+  Features and labels reach the model_fn as given (a lone tensor stays a
+  tensor, as in tf.estimator); they are only checked.
+  """
 
   def __new__(cls, features, labels, receiver_tensors):
-    features = _wrap_and_check(features, 'feature', SINGLE_FEATURE_DEFAULT_NAME, False)
-    labels = _wrap_and_check(labels, 'label', SINGLE_LABEL_DEFAULT_NAME, False)
+    _wrap_and_check(features, 'feature', SINGLE_FEATURE_DEFAULT_NAME, False)
+    _wrap_and_check(labels, 'label', SINGLE_LABEL_DEFAULT_NAME, False)
     receiver_tensors = _wrap_and_check(receiver_tensors, 'receiver_tensor',
                                        SINGLE_RECEIVER_DEFAULT_NAME, True)
     return super(SupervisedInputReceiver, cls).__new__(
@@ -168,3 +173,41 @@ def build_raw_serving_input_receiver_fn(features, default_batch_size=None):
     receiver = _placeholder_like(features, default_batch_size)
     return TensorServingInputReceiver(receiver, receiver)
   return serving_input_receiver_fn
+
+
+def build_raw_supervised_input_receiver_fn(features, labels, default_batch_size=None):
+  """A receiver fn for TRAIN / EVAL exports: one placeholder per feature and per label.
+
+  Args:
+    features: a tensor or dict {name: tensor} giving dtypes and shapes.
+    labels: a tensor or dict {name: tensor} likewise.
+    default_batch_size: batch size of the placeholders (None: any).
+
+  Returns:
+    A fn returning a `SupervisedInputReceiver` whose receiver tensors are the
+    feature and label placeholders together (a lone feature is fed as
+    'input', a lone label as 'label').
+
+  Raises:
+    ValueError: when a feature and a label share a name.
+  """
+  feature_keys = set(features) if isinstance(features, dict) else {SINGLE_RECEIVER_DEFAULT_NAME}
+  label_keys = set(labels) if isinstance(labels, dict) else {SINGLE_LABEL_DEFAULT_NAME}
+  overlap = feature_keys & label_keys
+  if overlap:
+    raise ValueError('Features and labels must have distinct keys. Found overlapping keys: '
+                     '{}'.format(sorted(overlap)))
+
+  def placeholders(tensors, single_name):
+    if isinstance(tensors, dict):
+      made = {name: _placeholder_like(t, default_batch_size) for name, t in tensors.items()}
+      return made, made
+    made = _placeholder_like(tensors, default_batch_size)
+    return made, {single_name: made}
+
+  def supervised_input_receiver_fn():
+    feature_tensors, feature_receivers = placeholders(features, SINGLE_RECEIVER_DEFAULT_NAME)
+    label_tensors, label_receivers = placeholders(labels, SINGLE_LABEL_DEFAULT_NAME)
+    return SupervisedInputReceiver(feature_tensors, label_tensors,
+                                   dict(feature_receivers, **label_receivers))
+  return supervised_input_receiver_fn

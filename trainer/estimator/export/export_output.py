@@ -9,7 +9,11 @@ each entry becomes one SignatureDef of the SavedModel written by
   alone is named 'output');
 * `ClassificationOutput(scores=None, classes=None)` -> a 'classify'
   signature; `classes` must be a string tensor, `scores` a float tensor;
-* `RegressionOutput(value)` -> a 'regress' signature on a float tensor.
+* `RegressionOutput(value)` -> a 'regress' signature on a float tensor;
+* `EvalOutput(loss, predictions, metrics)` / `TrainOutput(...)` -> the
+  'eval' / 'train' signature of an `export_saved_model(...,
+  experimental_mode=ModeKeys.EVAL / TRAIN)` export (the Estimator builds
+  them from the EstimatorSpec; a model_fn need not).
 
 Classification and regression signatures take exactly one *string* input
 (serialized tf.Examples); against any other receiver they cannot be built and
@@ -27,7 +31,8 @@ import abc
 
 import tensorflow as tf
 
-__all__ = ['ExportOutput', 'PredictOutput', 'ClassificationOutput', 'RegressionOutput']
+__all__ = ['ExportOutput', 'PredictOutput', 'ClassificationOutput', 'RegressionOutput',
+           'EvalOutput', 'TrainOutput']
 
 _signature_def_utils = tf.compat.v1.saved_model.signature_def_utils
 
@@ -126,3 +131,85 @@ class PredictOutput(ExportOutput):
 
   def as_signature_def(self, receiver_tensors):
     return _signature_def_utils.predict_signature_def(receiver_tensors, self._outputs)
+
+
+class _SupervisedOutput(ExportOutput):
+  """Loss, predictions and metrics of a TRAIN or EVAL graph, for a supervised signature.
+
+  The signature's outputs are flat: 'loss' (or 'loss/<key>'), 'predictions'
+  (or 'predictions/<key>'), and 'metrics/<name>/value' plus
+  'metrics/<name>/update_op' per metric. An update op that is an Operation
+  is exported as an empty tensor that runs it (a SignatureDef holds tensors
+  only). Tuple keys (a MultiHead's) are joined with '/'.
+  """
+
+  LOSS_NAME = 'loss'
+  PREDICTIONS_NAME = 'predictions'
+  METRICS_NAME = 'metrics'
+  METRIC_VALUE_SUFFIX = 'value'
+  METRIC_UPDATE_SUFFIX = 'update_op'
+  _METHOD_NAME = None
+
+  def __init__(self, loss=None, predictions=None, metrics=None):
+    """Args: loss, predictions: a Tensor or dict of Tensors; metrics: dict of (value, update)."""
+    self._loss = self._flatten(self.LOSS_NAME, loss)
+    self._predictions = self._flatten(self.PREDICTIONS_NAME, predictions)
+    self._metrics = {}
+    for name, metric in (metrics or {}).items():
+      if hasattr(metric, 'result') and hasattr(metric, 'updates'):
+        value, update = metric.result(), (metric.updates[0] if metric.updates else None)
+      else:
+        value, update = metric
+      prefix = '{}/{}'.format(self.METRICS_NAME, self._key(name))
+      self._metrics[prefix + '/' + self.METRIC_VALUE_SUFFIX] = value
+      if update is not None:
+        if not isinstance(update, tf.Tensor):
+          with tf.control_dependencies([update]):
+            update = tf.constant([], name='metric_op_wrapper')
+        self._metrics[prefix + '/' + self.METRIC_UPDATE_SUFFIX] = update
+
+  @staticmethod
+  def _key(key):
+    return '/'.join(str(k) for k in key) if isinstance(key, tuple) else str(key)
+
+  def _flatten(self, prefix, value):
+    if value is None:
+      return {}
+    if not isinstance(value, dict):
+      return {prefix: value}
+    return {'{}/{}'.format(prefix, self._key(k)): v for k, v in value.items()}
+
+  @property
+  def loss(self):
+    return self._loss
+
+  @property
+  def predictions(self):
+    return self._predictions
+
+  @property
+  def metrics(self):
+    return self._metrics
+
+  @property
+  def outputs(self):
+    return dict(self._loss, **self._predictions, **self._metrics)
+
+  def as_signature_def(self, receiver_tensors):
+    info = tf.compat.v1.saved_model.build_tensor_info
+    return tf.compat.v1.saved_model.build_signature_def(
+        inputs={k: info(v) for k, v in receiver_tensors.items()},
+        outputs={k: info(v) for k, v in self.outputs.items()},
+        method_name=self._METHOD_NAME)
+
+
+class TrainOutput(_SupervisedOutput):
+  """The TRAIN graph's loss, predictions and metrics ('tensorflow/supervised/training')."""
+
+  _METHOD_NAME = 'tensorflow/supervised/training'
+
+
+class EvalOutput(_SupervisedOutput):
+  """The EVAL graph's loss, predictions and metrics ('tensorflow/supervised/eval')."""
+
+  _METHOD_NAME = 'tensorflow/supervised/eval'
