@@ -10,6 +10,8 @@ source (unbatch/repeat/shuffle/batch/prefetch), and prints
   * examples/sec of `session.run(batch)` after warm-up (the steady state), per repeat;
   * the seconds from building the graph to the first batch (what a user waits for at
     the start of every `train`/`evaluate` call, and where constants cost most);
+  * the process CPU time per example (all threads), which other programs on a shared
+    machine disturb less than the wall-clock rate;
   * the size of the serialized graph of each variant;
 
 with the ratios fed/const. Goal: fed >= 0.9 x const examples/sec.
@@ -64,8 +66,10 @@ def _fed_input_fn(x, y, batch_size, shuffle):
                                queue_capacity=1000)
 
 
-def _measure(make_input_fn, x, y, sizes, startups):
-  """Returns a function measuring one variant: examples/sec; records startup and size."""
+def _measure(make_input_fn, x, y, sizes, startups, cpu_us):
+  """Returns a function measuring one variant: examples/sec; records startup, size and
+  the process CPU microseconds per example (all threads: less sensitive than wall time
+  to other programs on a shared machine)."""
 
   def run():
     start = time.perf_counter()
@@ -80,8 +84,11 @@ def _measure(make_input_fn, x, y, sizes, startups):
         session.run(batch)
         startups.append(time.perf_counter() - start)
         sizes.append(graph.as_graph_def().ByteSize())
+        cpu_start = time.process_time()
         steps_per_sec = bench_util.timed_steps(lambda: session.run(batch), FLAGS.warmup,
                                                FLAGS.steps)
+        cpu_seconds = time.process_time() - cpu_start
+    cpu_us.append(1e6 * cpu_seconds / ((FLAGS.warmup + FLAGS.steps) * FLAGS.batch_size))
     return steps_per_sec * FLAGS.batch_size
 
   return run
@@ -101,23 +108,30 @@ def main(argv):
         flush=True)
   sizes = {'fed': [], 'const': []}
   startups = {'fed': [], 'const': []}
+  cpu_us = {'fed': [], 'const': []}
   rates = bench_util.repeat_variants({
-      'fed': _measure(_fed_input_fn, x, y, sizes['fed'], startups['fed']),
-      'const': _measure(_constant_input_fn, x, y, sizes['const'], startups['const']),
+      name: _measure(make, x, y, sizes[name], startups[name], cpu_us[name])
+      for name, make in (('fed', _fed_input_fn), ('const', _constant_input_fn))
   }, FLAGS.repeats)
   labels = {'fed': 'fed (from_generator, now)', 'const': 'graph constants (before)'}
   bench_util.print_table('examples/sec after warm-up', rates, 'examples/s', labels)
-  print('\n| variant | graph bytes | median s to first batch | min | max |')
-  print('| --- | ---: | ---: | ---: | ---: |')
+  print('\n| variant | graph bytes | median s to first batch | min | max | '
+        'median CPU us/example | min | max |')
+  print('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
   for name in ('fed', 'const'):
-    print('| %s | %d | %.2f | %.2f | %.2f |' % (
+    print('| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |' % (
         labels[name], sizes[name][0], bench_util.median(startups[name]),
-        min(startups[name]), max(startups[name])))
+        min(startups[name]), max(startups[name]), bench_util.median(cpu_us[name]),
+        min(cpu_us[name]), max(cpu_us[name])))
   print()
   print(bench_util.ratio_line('fed/const examples/sec', rates['fed'], rates['const'],
                               goal=GOAL))
   print('ratio fed/const seconds to first batch = %.3f' % (
       bench_util.median(startups['fed']) / bench_util.median(startups['const'])))
+  print('ratio fed/const CPU per example = %.3f (per repeat %s)' % (
+      bench_util.median(cpu_us['fed']) / bench_util.median(cpu_us['const']),
+      ' '.join('%.3f' % r for r in bench_util.paired_ratios(cpu_us['fed'],
+                                                            cpu_us['const']))))
   print('ratio fed/const graph bytes = %.5f' % (sizes['fed'][0] / sizes['const'][0]))
   sys.stdout.flush()
 
