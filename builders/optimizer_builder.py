@@ -161,7 +161,7 @@ def _is_summary_collection(value):
   return isinstance(value, (set, list))
 
 
-def _build_2017(optimizer_config, global_summaries, global_batch_size):
+def _build_2017(optimizer_config, global_summaries, global_step, global_batch_size):
   """The OD API's 2017 `build(optimizer_config, global_summaries)`: the optimizer alone.
 
   That version added a learning-rate summary to the caller's `global_summaries` set
@@ -169,7 +169,8 @@ def _build_2017(optimizer_config, global_summaries, global_batch_size):
   theirs (`LearningRate/LearningRate/learning_rate`), so TensorBoard shows one curve
   whichever trainer ran.
   """
-  optimizer, summary_vars = build(optimizer_config, global_batch_size=global_batch_size)
+  optimizer, summary_vars = build(optimizer_config, global_step=global_step,
+                                  global_batch_size=global_batch_size)
   for learning_rate in summary_vars:
     summary = tf.compat.v1.summary.scalar(learning_rate.op.name, learning_rate,
                                           family='LearningRate')
@@ -180,7 +181,8 @@ def _build_2017(optimizer_config, global_summaries, global_batch_size):
   return optimizer
 
 
-def build(optimizer_config, global_step=None, global_batch_size=None):
+def build(optimizer_config, global_step=None, global_batch_size=None,
+          global_summaries=None):
   """Builds an optimizer and its learning rate from an `Optimizer` config.
 
   The OD API's 2017 call `build(train_config.optimizer, global_summaries)`, with a set
@@ -195,6 +197,8 @@ def build(optimizer_config, global_step=None, global_batch_size=None):
     global_batch_size: examples per variable update over all clones and
       worker replicas; required when `learning_rate_scaling` is LINEAR,
       ignored otherwise.
+    global_summaries: the 2017 call's set of summaries, by keyword (the same as
+      passing it second).
 
   Returns:
     (optimizer, summary_vars): a `tf.compat.v1.train.Optimizer` (a
@@ -208,7 +212,12 @@ def build(optimizer_config, global_step=None, global_batch_size=None):
       `global_batch_size`.
   """
   if _is_summary_collection(global_step):
-    return _build_2017(optimizer_config, global_step, global_batch_size)
+    global_step, global_summaries = None, global_step
+  if global_summaries is not None:
+    if not _is_summary_collection(global_summaries):
+      raise ValueError('global_summaries must be a set (or list) of summaries; got %r'
+                       % (global_summaries,))
+    return _build_2017(optimizer_config, global_summaries, global_step, global_batch_size)
   if not isinstance(optimizer_config, optimizer_pb2.Optimizer):
     raise ValueError('optimizer_config not of type optimizer_pb2.Optimizer.')
   optimizer_type = optimizer_config.WhichOneof('optimizer')

@@ -91,7 +91,7 @@ def _merge(boxes, classes, confidences, num_classes, quantization_bins):
   return merged_boxes, k_hot, merged_confidences, first_index
 
 
-def merge_boxes_with_multiple_labels(boxes, classes, confidences, num_classes=None,
+def merge_boxes_with_multiple_labels(boxes, classes, confidences=None, num_classes=None,
                                      quantization_bins=10000):
   """Merges boxes listed once per label into one box with k-hot classes.
 
@@ -103,7 +103,8 @@ def merge_boxes_with_multiple_labels(boxes, classes, confidences, num_classes=No
     boxes: a float32 tensor [N, 4] (normalized coordinates for the quantized form).
     classes: an int tensor [N] of 0-based class ids.
     confidences: a float tensor [N] of per-label confidences; in the 2017 form this
-      position holds `num_classes` (an int).
+      position holds `num_classes` (an int), or it is left out and `num_classes` given
+      by keyword.
     num_classes: an int, the number of classes (the later form).
     quantization_bins: boxes whose coordinates fall in the same bin are one box (the
       later form only; the 2017 form compares coordinates exactly).
@@ -118,10 +119,17 @@ def merge_boxes_with_multiple_labels(boxes, classes, confidences, num_classes=No
     ValueError: `num_classes` missing or not a positive integer.
   """
   if num_classes is None and isinstance(confidences, numbers.Integral):
-    merged_boxes, k_hot, _, indices = _merge(boxes, classes, None, int(confidences), None)
+    num_classes, confidences = confidences, None  # 2017, positionally
+  if confidences is None:  # 2017 (also `num_classes=` by keyword)
+    _check_num_classes(num_classes)
+    merged_boxes, k_hot, _, indices = _merge(boxes, classes, None, int(num_classes), None)
     return merged_boxes, k_hot, indices
+  _check_num_classes(num_classes)
+  return _merge(boxes, classes, confidences, num_classes, quantization_bins)
+
+
+def _check_num_classes(num_classes):
   if isinstance(num_classes, bool) or not isinstance(num_classes, numbers.Integral) or (
       num_classes <= 0):
     raise ValueError('merge_boxes_with_multiple_labels: num_classes must be a positive '
                      'integer; got %r' % (num_classes,))
-  return _merge(boxes, classes, confidences, num_classes, quantization_bins)

@@ -70,6 +70,10 @@ def test_merge_boxes_with_multiple_labels_in_both_signatures():
         tf.constant(boxes), tf.constant([0, 2, 1]), tf.constant([0.9, 0.8, 0.7]),
         NUM_CLASSES, quantization_bins=10000)
     assert len(merged) == 4
+    # The 2017 form with num_classes by keyword.
+    keyword_2017 = util_ops.merge_boxes_with_multiple_labels(
+        boxes=tf.constant(boxes), classes=tf.constant([0, 2, 1]), num_classes=NUM_CLASSES)
+    assert len(keyword_2017) == 3
     (boxes_2017, k_hot_2017, indices_2017), (m_boxes, m_k_hot, m_conf, m_indices) = (
         _run(*merged_2017), _run(*merged))
   np.testing.assert_allclose(boxes_2017, [boxes[0], boxes[1]])
@@ -123,6 +127,11 @@ def test_optimizer_builder_build_with_a_set_of_global_summaries_returns_the_opti
     summary = next(iter(global_summaries))
     assert summary.op.type == 'ScalarSummary'
     assert summary.op.name == 'LearningRate/learning_rate'
+    by_keyword = set()
+    optimizer_builder.build(train_config.optimizer, global_summaries=by_keyword)
+    assert len(by_keyword) == 1
+    with pytest.raises(ValueError, match='global_summaries must be a set'):
+      optimizer_builder.build(train_config.optimizer, global_summaries='Learning_Rate')
     # The later call shape is unchanged.
     optimizer, summary_vars = optimizer_builder.build(train_config.optimizer)
     assert isinstance(optimizer, tf.compat.v1.train.MomentumOptimizer)
