@@ -49,7 +49,14 @@ The model_fn per mode:
   `detection_classes` (1-based label-map ids), `num_detections`, under the
   `serving_default` signature.
 
-Differences from the OD API: no TPU, no graph rewriter, and the export's
+`create_estimator_and_inputs` takes the OD API's whole signature, so
+`model_main.py` and `model_tpu_main.py` calls port unchanged: its keyword
+overrides (`batch_size=...`) go through
+`config_util.merge_external_params_with_configs`, and `unstack_batch` is here.
+
+Differences from the OD API: no TPU (the TPU arguments `use_tpu_estimator`,
+`use_tpu`, `num_shards`, `postprocess_on_cpu`, `export_to_tpu` are logged once
+and change nothing), no graph rewriter, and the export's
 input type is a parameter of `create_predict_input_fn` (default
 `image_tensor`) rather than a serialized tf.Example. The pipeline's
 `deploy_config` (clones per worker) and LINEAR learning-rate scaling mean

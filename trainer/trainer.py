@@ -37,6 +37,11 @@ Where we differ from the original, on purpose:
   deadline, which each global step read re-arms.
 * `train()` is `build_training_graph()` then `run_training()`, so a caller can
   inspect or extend the graph (a `TrainingGraph`) before running it.
+
+Models of the OD API's 2017 interface (`preprocess(images)` returning the images,
+`predict(images)`, `loss(prediction_dict)`, `restore_map(from_detection_checkpoint=)`)
+train unchanged beside the later ones: `core.model_generations` reads which calls a
+model takes from the model itself.
 """
 
 import collections
