@@ -27,7 +27,7 @@ setup(
     python_requires='>=3.11',
     packages=['protos', 'deployment', 'core', 'builders', 'models', 'trainer',
               'trainer.estimator', 'trainer.estimator.canned', 'trainer.estimator.export',
-              'tools'],
+              'tools', 'utils'],
     package_data={'protos': ['*.proto']},
     install_requires=[
         # GPU users: pip install 'tensorflow[and-cuda]==2.21.*' first.

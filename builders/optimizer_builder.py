@@ -156,21 +156,54 @@ def _create_learning_rate(learning_rate_config, global_step=None, scale=1.0):
   raise ValueError('Learning_rate %s not supported.' % learning_rate_type)
 
 
-def build(optimizer_config, global_step=None, global_batch_size=None):
+def _is_summary_collection(value):
+  """True for the 2017 call's second argument: a set (or list) gathering summaries."""
+  return isinstance(value, (set, list))
+
+
+def _build_2017(optimizer_config, global_summaries, global_step, global_batch_size):
+  """The OD API's 2017 `build(optimizer_config, global_summaries)`: the optimizer alone.
+
+  That version added a learning-rate summary to the caller's `global_summaries` set
+  instead of returning the learning rate. The summary is tagged as the trainers here tag
+  theirs (`LearningRate/LearningRate/learning_rate`), so TensorBoard shows one curve
+  whichever trainer ran.
+  """
+  optimizer, summary_vars = build(optimizer_config, global_step=global_step,
+                                  global_batch_size=global_batch_size)
+  for learning_rate in summary_vars:
+    summary = tf.compat.v1.summary.scalar(learning_rate.op.name, learning_rate,
+                                          family='LearningRate')
+    if isinstance(global_summaries, set):
+      global_summaries.add(summary)
+    else:
+      global_summaries.append(summary)
+  return optimizer
+
+
+def build(optimizer_config, global_step=None, global_batch_size=None,
+          global_summaries=None):
   """Builds an optimizer and its learning rate from an `Optimizer` config.
+
+  The OD API's 2017 call `build(train_config.optimizer, global_summaries)`, with a set
+  (or list) in the second place, works as it did: the learning-rate summary is added to
+  that set and only the optimizer is returned.
 
   Args:
     optimizer_config: a `optimizer_pb2.Optimizer`.
     global_step: the step tensor the schedules read (default:
-      `tf.compat.v1.train.get_or_create_global_step()`).
+      `tf.compat.v1.train.get_or_create_global_step()`); or, in the 2017 call, the set
+      of global summaries.
     global_batch_size: examples per variable update over all clones and
       worker replicas; required when `learning_rate_scaling` is LINEAR,
       ignored otherwise.
+    global_summaries: the 2017 call's set of summaries, by keyword (the same as
+      passing it second).
 
   Returns:
     (optimizer, summary_vars): a `tf.compat.v1.train.Optimizer` (a
     `MovingAverageOptimizer` when `use_moving_average`) and the list of
-    learning-rate tensors to summarize.
+    learning-rate tensors to summarize; the optimizer alone in the 2017 call.
 
   Raises:
     ValueError: for a message of another type, an unset optimizer or learning
@@ -178,6 +211,13 @@ def build(optimizer_config, global_step=None, global_batch_size=None):
       supported.'`), an empty manual schedule, or LINEAR scaling without
       `global_batch_size`.
   """
+  if _is_summary_collection(global_step):
+    global_step, global_summaries = None, global_step
+  if global_summaries is not None:
+    if not _is_summary_collection(global_summaries):
+      raise ValueError('global_summaries must be a set (or list) of summaries; got %r'
+                       % (global_summaries,))
+    return _build_2017(optimizer_config, global_summaries, global_step, global_batch_size)
   if not isinstance(optimizer_config, optimizer_pb2.Optimizer):
     raise ValueError('optimizer_config not of type optimizer_pb2.Optimizer.')
   optimizer_type = optimizer_config.WhichOneof('optimizer')

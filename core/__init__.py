@@ -8,7 +8,8 @@ Map:
 * TensorFlow/tf-slim adaptation: `compat.py` (the only module that patches
   either; imported first by every package), `COMPAT.md` (why each fix exists).
 * Models' contract: `model.py` (`DetectionModel`, `ClassificationModel`),
-  `standard_fields.py` (field names, `LABEL_ID_OFFSET`).
+  `standard_fields.py` (field names, `LABEL_ID_OFFSET`), `model_generations.py`
+  (driving a 2017 DetectionModel, without `true_image_shapes`, with the same calls).
 * Input: `data_decoders.py` (tf.Example -> tensor_dict), `batcher.py`
   (`BatchQueue`), `prefetcher.py`, `label_map_util.py`.
 * Augmentation: `preprocessor.py` (the entry point and the simple steps),

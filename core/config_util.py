@@ -298,3 +298,117 @@ def _keep_a_different_previous_config(path, new_text):
                               kept, path, lineterm='', n=1)
   logging.warning('%s differs from the config of an earlier run, kept as %s:\n%s',
                   path, kept, '\n'.join(diff))
+
+
+# ---------------------------------------------------------------------------
+# The OD API's keyword overrides (model_lib's **kwargs).
+
+# keyword -> (configs key, field path) pairs it sets; 'eval_input_configs' means each one.
+_EXTERNAL_PARAMS = {
+    'train_steps': [('train_config', 'num_steps')],
+    'batch_size': [('train_config', 'batch_size')],
+    'use_bfloat16': [('train_config', 'use_bfloat16')],
+    'train_shuffle': [('train_input_config', 'shuffle')],
+    'eval_shuffle': [('eval_input_configs', 'shuffle')],
+    'train_input_path': [('train_input_config', 'tf_record_input_reader.input_path')],
+    'eval_input_path': [('eval_input_configs', 'tf_record_input_reader.input_path')],
+    'label_map_path': [('train_input_config', 'label_map_path'),
+                       ('eval_input_configs', 'label_map_path')],
+    'mask_type': [('train_input_config', 'mask_type'), ('eval_input_configs', 'mask_type')],
+    'max_number_of_boxes': [('train_config', 'max_number_of_boxes'),
+                            ('train_input_config', 'max_number_of_boxes'),
+                            ('eval_input_configs', 'max_number_of_boxes')],
+    'eval_num_epochs': [('eval_input_configs', 'num_epochs')],
+    'sample_1_of_n_eval_examples': [('eval_input_configs', 'sample_1_of_n_examples')],
+    'eval_with_moving_averages': [('eval_config', 'use_moving_averages')],
+    'retain_original_images_in_eval': [('eval_config', 'retain_original_images')],
+}
+# Pipeline field names accepted as the first part of a dotted key, beside the configs keys.
+_PIPELINE_SECTION_KEYS = {'train_input_reader': 'train_input_config',
+                          'eval_input_reader': 'eval_input_configs'}
+
+
+def _messages(configs, section):
+  value = configs[section]
+  return list(value) if section == 'eval_input_configs' else [value]
+
+
+def _set_learning_rate(optimizer, value, key):
+  """Sets the initial rate of the optimizer's schedule, scaling the rates tied to it."""
+  rate = optimizer.learning_rate
+  kind = rate.WhichOneof('learning_rate')
+  if kind == 'constant_learning_rate':
+    rate.constant_learning_rate.learning_rate = value
+  elif kind == 'exponential_decay_learning_rate':
+    rate.exponential_decay_learning_rate.initial_learning_rate = value
+  elif kind == 'manual_step_learning_rate':
+    schedule = rate.manual_step_learning_rate
+    scale = value / schedule.initial_learning_rate if schedule.initial_learning_rate else 1.0
+    schedule.initial_learning_rate = value
+    for step in schedule.schedule:
+      step.learning_rate *= scale
+  elif kind == 'cosine_decay_learning_rate':
+    schedule = rate.cosine_decay_learning_rate
+    scale = value / schedule.learning_rate_base if schedule.learning_rate_base else 1.0
+    schedule.learning_rate_base = value
+    schedule.warmup_learning_rate *= scale
+  else:
+    raise ValueError("override '%s': the optimizer has no learning rate schedule (%s)"
+                     % (key, kind))
+
+
+def _set_optimizer_param(train_config, key, value):
+  kind = train_config.optimizer.WhichOneof('optimizer')
+  if kind is None:
+    raise ValueError("override '%s': train_config.optimizer names no optimizer" % key)
+  optimizer = getattr(train_config.optimizer, kind)
+  if key == 'learning_rate':
+    _set_learning_rate(optimizer, float(value), key)
+  elif 'momentum_optimizer_value' in optimizer.DESCRIPTOR.fields_by_name:
+    optimizer.momentum_optimizer_value = min(max(float(value), 0.0), 1.0)
+  else:
+    raise ValueError("override '%s': %s has no momentum" % (key, kind))
+
+
+def merge_external_params_with_configs(configs, hparams=None, kwargs_dict=None):
+  """Applies the OD API's keyword overrides (`batch_size=...`) to a configs dict.
+
+  Args:
+    configs: the dict of `create_configs_from_pipeline_proto` (changed in place).
+    hparams: accepted for the OD signature; its values configure the model_fn
+      (`load_pretrained`), not the configs.
+    kwargs_dict: {keyword: value}; a keyword of `_EXTERNAL_PARAMS`, `learning_rate`,
+      `momentum_optimizer_value`, or a dotted path whose first part is a key of
+      `configs` (`'train_config.num_steps'`, `'eval_input_configs.shuffle'`: every eval
+      input) or a pipeline section (`'train_input_reader.shuffle'`).
+
+  Returns:
+    `configs`.
+
+  Raises:
+    ValueError: an unknown keyword or path (naming it), or a value the field cannot take.
+  """
+  del hparams
+  for key, value in (kwargs_dict or {}).items():
+    if value is None:
+      continue
+    if key in ('learning_rate', 'momentum_optimizer_value'):
+      _set_optimizer_param(configs['train_config'], key, value)
+      continue
+    if key in _EXTERNAL_PARAMS:
+      targets = _EXTERNAL_PARAMS[key]
+    elif '.' in key:
+      section, _, rest = key.partition('.')
+      section = _PIPELINE_SECTION_KEYS.get(section, section)
+      if section not in configs or section == 'eval_input_config':
+        raise ValueError("override '%s': no config section '%s' (one of %s)"
+                         % (key, key.partition('.')[0], sorted(configs)))
+      targets = [(section, rest)]
+    else:
+      raise ValueError("unknown config override keyword '%s'; use one of %s, "
+                       "learning_rate, momentum_optimizer_value or a dotted path such "
+                       "as 'train_config.num_steps'" % (key, sorted(_EXTERNAL_PARAMS)))
+    for section, path in targets:
+      for message in _messages(configs, section):
+        _set_field(message, path, value, key)
+  return configs

@@ -49,7 +49,14 @@ The model_fn per mode:
   `detection_classes` (1-based label-map ids), `num_detections`, under the
   `serving_default` signature.
 
-Differences from the OD API: no TPU, no graph rewriter, and the export's
+`create_estimator_and_inputs` takes the OD API's whole signature, so
+`model_main.py` and `model_tpu_main.py` calls port unchanged: its keyword
+overrides (`batch_size=...`) go through
+`config_util.merge_external_params_with_configs`, and `unstack_batch` is here.
+
+Differences from the OD API: no TPU (the TPU arguments `use_tpu_estimator`,
+`use_tpu`, `num_shards`, `postprocess_on_cpu`, `export_to_tpu` are logged once
+and change nothing), no graph rewriter, and the export's
 input type is a parameter of `create_predict_input_fn` (default
 `image_tensor`) rather than a serialized tf.Example. The pipeline's
 `deploy_config` (clones per worker) and LINEAR learning-rate scaling mean
@@ -69,6 +76,7 @@ from builders import input_reader_builder
 from builders import model_builder
 from builders import optimizer_builder
 from builders import preprocessor_builder
+from core import batch_util
 from core import checkpoints
 from core import coco_evaluation
 from core import config_util
@@ -106,6 +114,21 @@ def create_hparams(hparams_overrides=None):
   if hparams_overrides:
     hparams.parse(hparams_overrides)
   return hparams
+
+
+# OD's model_lib.unstack_batch: padded batch -> per-image lists (core/batch_util.py).
+unstack_batch = batch_util.unstack_batch
+
+# TPU-only arguments already logged (each is logged once per process).
+_TPU_ARGUMENTS_LOGGED = set()
+
+
+def _log_tpu_only(name, value):
+  """Logs (once per argument) that a TPU-only argument does nothing here."""
+  if name not in _TPU_ARGUMENTS_LOGGED:
+    _TPU_ARGUMENTS_LOGGED.add(name)
+    logging.warning('%s=%r is a TPU argument; slimtrain trains on CPUs and GPUs with a '
+                    'tfe.Estimator, so it has no effect.', name, value)
 
 
 # ---------------------------------------------------------------------------
@@ -269,7 +292,8 @@ def _eval_scaffold(train_config, eval_config):
   return tf.compat.v1.train.Scaffold(saver=saver)
 
 
-def create_model_fn(detection_model_fn, configs, hparams=None, use_tpu=False):
+def create_model_fn(detection_model_fn, configs, hparams=None, use_tpu=False,
+                    postprocess_on_cpu=False):
   """Returns the estimator model_fn for a detector.
 
   Args:
@@ -278,18 +302,18 @@ def create_model_fn(detection_model_fn, configs, hparams=None, use_tpu=False):
       model_config=configs['model']).
     configs: the dict of config_util.get_configs_from_pipeline_file.
     hparams: an HParams; `load_pretrained=False` skips fine_tune_checkpoint.
-    use_tpu: must be False (TPUs are out of scope).
+    use_tpu, postprocess_on_cpu: TPU arguments of the OD API; True is logged once and
+      has no effect (the model_fn is the CPU/GPU one).
 
   Returns:
     model_fn(features, labels, mode, params=None, config=None) ->
     tfe.EstimatorSpec; the Estimator passes its RunConfig as `config`, whose
     worker replicas enter the LINEAR learning-rate scaling.
-
-  Raises:
-    ValueError: for use_tpu=True.
   """
   if use_tpu:
-    raise ValueError('create_model_fn: use_tpu=True is not supported by slimtrain')
+    _log_tpu_only('use_tpu', use_tpu)
+  if postprocess_on_cpu:
+    _log_tpu_only('postprocess_on_cpu', postprocess_on_cpu)
   train_config = configs['train_config']
   eval_config = configs['eval_config']
   categories = od_evaluator.categories_from_configs(configs)
@@ -503,12 +527,16 @@ def apply_deploy_config(run_config, deploy_config):
 
 def create_estimator_and_inputs(run_config, hparams=None, pipeline_config_path=None,
                                 config_override=None, train_steps=None,
-                                sample_1_of_n_eval_examples=1,
+                                sample_1_of_n_eval_examples=None,
                                 sample_1_of_n_eval_on_train_examples=1,
-                                model_fn_creator=create_model_fn, params=None,
+                                model_fn_creator=create_model_fn, use_tpu_estimator=False,
+                                use_tpu=False, num_shards=1, params=None,
                                 override_eval_num_epochs=True, save_final_config=False,
-                                overrides=None, use_tpu_estimator=False, use_tpu=False):
+                                postprocess_on_cpu=False, export_to_tpu=None,
+                                overrides=None, **kwargs):
   """Builds the estimator and its input_fns from a pipeline config.
+
+  The OD API's signature (positions and defaults), plus `overrides`.
 
   Args:
     run_config: a tfe.RunConfig (model_dir, checkpoint cadence, TF_CONFIG).
@@ -516,16 +544,21 @@ def create_estimator_and_inputs(run_config, hparams=None, pipeline_config_path=N
     pipeline_config_path: text-format TrainEvalPipelineConfig.
     config_override: optional text-format config merged on top.
     train_steps: overrides train_config.num_steps; None keeps it (0 = forever).
-    sample_1_of_n_eval_examples: keep 1 of n eval examples.
+    sample_1_of_n_eval_examples: keep 1 of n eval examples (None: as configured).
     sample_1_of_n_eval_on_train_examples: same for evaluation on train data.
-    model_fn_creator: create_model_fn or a function with its signature.
+    model_fn_creator: create_model_fn or a function with its signature; called as
+      the OD API calls it, `(detection_model_fn, configs, hparams, use_tpu,
+      postprocess_on_cpu)` with `use_tpu=False`.
+    use_tpu_estimator, use_tpu, num_shards, postprocess_on_cpu, export_to_tpu: TPU
+      arguments; a value other than the default is logged once and has no effect.
     params: passed to the Estimator.
     override_eval_num_epochs: evaluate each eval set once (num_epochs=1).
     save_final_config: write the merged config to model_dir/pipeline.config
       (chief only).
     overrides: optional dict of dotted-path overrides (config_util).
-    use_tpu_estimator: must be False.
-    use_tpu: must be False.
+    **kwargs: the OD API's keyword overrides (`batch_size=32`, `train_shuffle=False`,
+      `learning_rate=...`, `'train_config.num_steps'`, ...), see
+      `config_util.merge_external_params_with_configs`.
 
   Returns:
     dict with `estimator`, `train_input_fn`, `eval_input_fns` (list),
@@ -533,14 +566,19 @@ def create_estimator_and_inputs(run_config, hparams=None, pipeline_config_path=N
     serving_input_receiver_fn) and `train_steps`.
 
   Raises:
-    ValueError: for a missing or bad config, or a TPU request.
+    ValueError: for a missing or bad config, or an unknown keyword override.
   """
-  if use_tpu_estimator or use_tpu:
-    raise ValueError('create_estimator_and_inputs: TPUs are not supported by slimtrain')
+  for name, value, default in (('use_tpu_estimator', use_tpu_estimator, False),
+                               ('use_tpu', use_tpu, False), ('num_shards', num_shards, 1),
+                               ('postprocess_on_cpu', postprocess_on_cpu, False),
+                               ('export_to_tpu', export_to_tpu, None)):
+    if value != default and value not in (False, None):
+      _log_tpu_only(name, value)
   hparams = hparams if hparams is not None else create_hparams()
   configs = config_util.get_configs_from_pipeline_file(
       pipeline_config_path, config_override=config_override, overrides=overrides,
       required_sections=config_util.TRAIN_SECTIONS)
+  config_util.merge_external_params_with_configs(configs, hparams, kwargs_dict=kwargs)
   train_steps = _merge_run_arguments(configs, train_steps, sample_1_of_n_eval_examples,
                                      sample_1_of_n_eval_on_train_examples,
                                      override_eval_num_epochs)
@@ -553,7 +591,8 @@ def create_estimator_and_inputs(run_config, hparams=None, pipeline_config_path=N
                                add_summaries=add_summaries)
 
   estimator = tfe.Estimator(
-      model_fn=model_fn_creator(detection_model_fn, configs, hparams),
+      model_fn=model_fn_creator(detection_model_fn, configs, hparams, False,
+                                postprocess_on_cpu),
       config=apply_deploy_config(run_config, configs['deploy_config']), params=params)
   if save_final_config and run_config.is_chief:
     config_util.save_pipeline_config(

@@ -37,6 +37,11 @@ Where we differ from the original, on purpose:
   deadline, which each global step read re-arms.
 * `train()` is `build_training_graph()` then `run_training()`, so a caller can
   inspect or extend the graph (a `TrainingGraph`) before running it.
+
+Models of the OD API's 2017 interface (`preprocess(images)` returning the images,
+`predict(images)`, `loss(prediction_dict)`, `restore_map(from_detection_checkpoint=)`)
+train unchanged beside the later ones: `core.model_generations` reads which calls a
+model takes from the model itself.
 """
 
 import collections
@@ -53,6 +58,7 @@ from core import batcher
 from core import fine_tune
 from core import label_map_util
 from core import model as model_lib
+from core import model_generations
 from core import paths
 from core import preprocessor
 from core import standard_fields as fields
@@ -216,7 +222,9 @@ def _create_losses(input_queue, create_model_fn, train_config):
          input_queue, model.num_classes,
          train_config.merge_multiple_label_boxes,
          train_config.use_multiclass_scores)
-    preprocessed = [model.preprocess(image) for image in images]
+    # A 2017 OD model (no true_image_shapes) is driven with the calls of its time.
+    calls = model_generations.DetectionModelCalls(model)
+    preprocessed = [calls.preprocess(image) for image in images]
     images = tf.concat([p[0] for p in preprocessed], 0)
     true_image_shapes = tf.concat([p[1] for p in preprocessed], 0)
     if any(mask is None for mask in groundtruth_masks_list):
@@ -225,12 +233,12 @@ def _create_losses(input_queue, create_model_fn, train_config):
       groundtruth_keypoints_list = None
     if any(w is None for w in groundtruth_weights_list):
       groundtruth_weights_list = None
-    model.provide_groundtruth(
+    calls.provide_groundtruth(
         groundtruth_boxes_list, groundtruth_classes_list,
         groundtruth_masks_list, groundtruth_keypoints_list,
         groundtruth_weights_list=groundtruth_weights_list)
-    prediction_dict = model.predict(images, true_image_shapes)
-    losses_dict = model.loss(prediction_dict, true_image_shapes)
+    prediction_dict = calls.predict(images, true_image_shapes)
+    losses_dict = calls.loss(prediction_dict, true_image_shapes)
   for loss_tensor in losses_dict.values():
     tf.compat.v1.losses.add_loss(loss_tensor)
 
@@ -261,7 +269,7 @@ def build_init_fn(detection_model, train_config):
   """
   if not train_config.fine_tune_checkpoint:
     return None
-  var_map = detection_model.restore_map(
+  var_map = model_generations.DetectionModelCalls(detection_model).restore_map(
       fine_tune_checkpoint_type=fine_tune_checkpoint_type(train_config),
       load_all_detection_checkpoint_vars=(
           train_config.load_all_detection_checkpoint_vars))

@@ -31,6 +31,7 @@ def _run_quick(module, *extra_args, timeout=300):
 @pytest.mark.slow
 @pytest.mark.parametrize('module', [
     'benchmarks.input_pipeline',
+    'benchmarks.input_fn_feeding',
     'benchmarks.overhead',
     'benchmarks.overhead_paired',
     'benchmarks.clone_scaling',

@@ -174,5 +174,49 @@ def test_an_estimator_learns_a_linear_function_from_numpy_and_pandas(tmp_path):
   assert predictions[0]['y'] == pytest.approx(-0.5, abs=0.02)
 
 
+def _wide_model_fn(features, labels, mode):
+  """A linear model over 128 inputs, as a user's custom model_fn would be."""
+  weight = tf.compat.v1.get_variable('w', [128, 1], initializer=tf.compat.v1.zeros_initializer())
+  predictions = tf.squeeze(tf.matmul(features['x'], weight), 1)
+  if mode == tfe.ModeKeys.PREDICT:
+    return tfe.EstimatorSpec(mode, predictions={'y': predictions})
+  loss = tf.compat.v1.losses.mean_squared_error(labels, predictions)
+  train_op = tf.compat.v1.train.GradientDescentOptimizer(0.01).minimize(
+      loss, global_step=tf.compat.v1.train.get_global_step())
+  return tfe.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def _largest(directory, pattern):
+  paths = tf.io.gfile.glob(os.path.join(directory, pattern))
+  assert paths, 'no %s in %s' % (pattern, directory)
+  return max(os.path.getsize(path) for path in paths)
+
+
+def test_a_16_mb_array_leaves_graph_events_and_meta_files_small(tmp_path):
+  # A user's MNIST-sized training set: 16 MB of float32 features. Fed as graph constants
+  # these made a graph.pbtxt, events file and every .meta several times the data's size.
+  rng = np.random.RandomState(0)
+  x = rng.uniform(-1, 1, (32768, 128)).astype(np.float32)
+  y = x[:, 0] * 2.0
+  model_dir = str(tmp_path / 'model')
+  estimator = tfe.Estimator(_wide_model_fn, config=tfe.RunConfig(
+      model_dir=model_dir, save_checkpoints_steps=3, save_summary_steps=1))
+  train_spec = tfe.TrainSpec(tfe.inputs.numpy_input_fn(
+      {'x': x}, y, batch_size=64, num_epochs=None, shuffle=True, queue_capacity=5000),
+      max_steps=6)
+  eval_spec = tfe.EvalSpec(tfe.inputs.numpy_input_fn(
+      {'x': x}, y, batch_size=4096, num_epochs=1, shuffle=False), steps=None,
+      throttle_secs=0)
+  tfe.train_and_evaluate(estimator, train_spec, eval_spec)
+  metrics = estimator.evaluate(tfe.inputs.numpy_input_fn(
+      {'x': x[:100]}, y[:100], batch_size=64, num_epochs=1, shuffle=False))
+  assert metrics['global_step'] == 6
+  limit = 2 << 20  # 2 MB: a few hundred KB of graph, whatever the data size
+  assert _largest(model_dir, 'graph.pbtxt') < limit
+  assert _largest(model_dir, 'model.ckpt-*.meta') < limit
+  assert _largest(model_dir, 'events.out.tfevents.*') < limit
+  assert _largest(os.path.join(model_dir, 'eval'), 'events.out.tfevents.*') < limit
+
+
 if __name__ == '__main__':
   sys.exit(pytest.main([__file__, '-q']))
