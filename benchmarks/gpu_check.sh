@@ -6,8 +6,8 @@
 # The orchestrator runs as a plain script, so it needs no TensorFlow itself and
 # still writes its summary when TensorFlow cannot load.
 set -u
-cd "$(dirname "$0")/.."
+repo="$(cd "$(dirname "$0")/.." && pwd)"
 if [ -z "${PYTHON:-}" ]; then
-  if [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
+  if [ -x "$repo/.venv/bin/python" ]; then PYTHON="$repo/.venv/bin/python"; else PYTHON=python3; fi
 fi
-exec "$PYTHON" benchmarks/gpu_check.py --python="$PYTHON" "$@"
+exec "$PYTHON" "$repo/benchmarks/gpu_check.py" --python="$PYTHON" "$@"

@@ -69,7 +69,7 @@ STEP_SIZES = {
     # inject_at: the run (1-based) whose gradients are made inf.
     'mixed_precision': {'gpu': dict(steps=150, batch=32, images=512, window=20, inject_at=50),
                         'dry': dict(steps=16, batch=4, images=32, window=4, inject_at=6)},
-    'input_pipeline': {'gpu': dict(batch=128, images=1024, warmup=20, steps=50, repeats=3),
+    'input_pipeline': {'gpu': dict(batch=128, images=1024, warmup=10, steps=20, repeats=3),
                        'dry': dict(batch=8, images=32, warmup=2, steps=3, repeats=2)},
 }
 LOGICAL_GPU_MB = 16000
@@ -511,12 +511,29 @@ def run_env(dry_run, work_dir):
   figures.update(tensorflow=tf.__version__, is_cuda_build=bool(build.get('is_cuda_build')),
                  cuda_version=build.get('cuda_version'), cudnn_version=build.get('cudnn_version'),
                  physical_gpus=gpus)
+  ok = dry_run or bool(gpus)
   if gpus:
     details = tf.config.experimental.get_device_details(tf.config.list_physical_devices('GPU')[0])
     figures['gpu_details'] = {k: str(v) for k, v in details.items()}
-  ok = dry_run or bool(gpus)
+    ok = _first_gpu_ops(tf, figures) and ok
   return {'status': 'pass' if ok else 'fail', 'figures': figures,
-          'notes': 'pass: TensorFlow sees a GPU (--dry_run: TensorFlow imports)'}
+          'notes': 'pass: TensorFlow sees a GPU and ran a matmul (cuBLAS) and a convolution '
+                   '(cuDNN) on it (--dry_run: TensorFlow imports)'}
+
+
+def _first_gpu_ops(tf, figures):
+  """Runs a matmul and a convolution on GPU 0; records their seconds or the error."""
+  started = time.perf_counter()
+  try:
+    with tf.device('/device:GPU:0'):
+      product = tf.linalg.matmul(tf.ones([256, 256]), tf.ones([256, 256]))
+      conv = tf.nn.conv2d(tf.ones([8, 32, 32, 16]), tf.ones([3, 3, 16, 16]), 1, 'SAME')
+      float(tf.reduce_sum(product)) + float(tf.reduce_sum(conv))
+  except Exception as e:  # noqa: BLE001  (any failure here is the finding)
+    figures['first_gpu_ops_error'] = '%s: %s' % (type(e).__name__, str(e)[:2000])
+    return False
+  figures['first_gpu_ops_s'] = time.perf_counter() - started
+  return True
 
 
 STEPS = {'env': run_env, 'multi_clone': run_multi_clone,

@@ -87,6 +87,7 @@ VARIANTS = ('fp32', 'mixed', 'xla', 'mixed_xla')
 # Minimum warm-up, timed steps and repeats of a full (not --quick) run.
 FULL_MINIMUM = {'warmup': 10, 'steps': 100, 'repeats': 3}
 PAIRED_MINIMUM = {'warmup': 10, 'steps': 20, 'repeats': 5}
+PAIRED_WARMUP_MIN_S = 5.0
 # First guesses of a cell's seconds (graph, session, warm-up, 2 x repeats x
 # steps), replaced by the slowest cell measured of the same kind.
 FIRST_CELL_ESTIMATE_S = {'xla': 90.0, 'plain': 45.0}
@@ -180,7 +181,9 @@ def paired_rates(device, layout, batch_size, image_size, warmup, steps, repeats,
   """Images/sec of the trainer and of the bare loop, alternating in one session.
 
   `slim.learning.train` with slimtrain's `TrainStepRunner` runs `warmup`
-  untimed steps, then `repeats` timed segments of `steps` steps; at each
+  untimed steps (and more until PAIRED_WARMUP_MIN_S have passed: the
+  Supervisor writes a checkpoint and a summary as soon as training starts,
+  which a real run amortises), then `repeats` timed segments of `steps` steps; at each
   segment boundary the step function runs a bare `Session.run(train_op)`
   segment of `steps` steps (after one untimed call) on the same session, before
   the trainer's segment on odd repeats and after it on even ones.
@@ -190,7 +193,8 @@ def paired_rates(device, layout, batch_size, image_size, warmup, steps, repeats,
   """
   from trainer import training_loop  # noqa: PLC0415
   rates = {'slimtrain': [], 'raw': []}
-  clock = {'trainer_steps': 0, 'segment_start': None}
+  # warm: the trainer's step count when the warm-up ended (None: still warming up).
+  clock = {'trainer_steps': 0, 'segment_start': None, 'first_step': None, 'warm': None}
 
   def raw_segment(sess, train_op):
     rates['raw'].append(bench_util.timed_steps(sess.make_callable(train_op), 1, steps)
@@ -202,9 +206,14 @@ def paired_rates(device, layout, batch_size, image_size, warmup, steps, repeats,
     """Counts its own steps (the bare ones move the global step too) and stops itself."""
 
     def __call__(self, sess, train_op, global_step, train_step_kwargs):
-      done = clock['trainer_steps']
-      if done >= warmup and (done - warmup) % steps == 0:
-        segment = (done - warmup) // steps
+      done, now = clock['trainer_steps'], time.perf_counter()
+      clock['first_step'] = clock['first_step'] or now
+      if clock['warm'] is None and done >= warmup and (
+          now - clock['first_step'] >= PAIRED_WARMUP_MIN_S):
+        clock['warm'] = done
+      warm = clock['warm']
+      if warm is not None and (done - warm) % steps == 0:
+        segment = (done - warm) // steps
         if segment > 0:
           rates['slimtrain'].append(
               steps * batch_size / (time.perf_counter() - clock['segment_start']))

@@ -82,7 +82,7 @@ def test_markdown_of_a_failed_and_a_skipped_step():
                          'notes': 'pass: TensorFlow sees a GPU'},
                  'gpu_tests': {'number': 1, 'title': 'GPU tests', 'log': 'gpu_tests.log',
                                'budget_s': 120, 'status': 'skip',
-                               'notes': 'TensorFlow sees no GPU or does not import (see the env step): not run'}}}
+                               'notes': 'TensorFlow sees no GPU: not run'}}}
   report = gpu_check.markdown(summary)
   assert report.startswith('# GPU check: no GPU found'), report
   assert '| env | fail | 9 / 60 | TF 2.21.0' in report, report
