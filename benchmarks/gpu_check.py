@@ -18,8 +18,9 @@ in the issue that asked for them):
 
   env              TensorFlow's build, the GPUs it sees, `nvidia-smi`'s name.
   1 gpu_tests      pytest: the tests marked `gpu` (they skip without a GPU;
-                   the logical GPUs they need are carved by the test itself),
-                   then the trainer's GPU-sensitive tests with the GPU visible.
+                   tests/deployment/gpu_equivalence_main.py carves the 4
+                   logical GPUs it needs from GPU 0 itself), then the tests
+                   whose expectations follow the visible GPU count.
   3 multi_clone    2 clones on 2 logical GPUs of GPU 0, the demo's SSD, 200
                    steps, parameter_server and replicated (all-reduce).
   4 mixed_precision loss scaling on, an inf-gradient step skipped, final loss
@@ -81,9 +82,10 @@ GPU_TEST_RUNS = (
     # (label, pytest arguments, dry-run pytest arguments)
     ('marked gpu', ['-m', 'gpu', 'tests/deployment/test_gpu_equivalence.py'],
      ['-m', 'gpu', 'tests/deployment/test_gpu_equivalence.py']),
-    ('trainer and all-reduce with the GPU visible',
+    # The tests whose expectations follow the number of visible GPUs.
+    ('GPU count and all-reduce choice with the GPU visible',
      ['tests/trainer/test_trainer.py', 'tests/deployment/test_replicated.py', '-k',
-      'speed_options or num_clones_minus_one or more_clones_than_gpus or all_reduce or nccl'],
+      'num_clones_minus_one or more_clones_than_gpus or all_reduce or nccl'],
      ['tests/deployment/test_replicated.py', '-k', 'all_reduce_choice']),
 )
 

@@ -307,7 +307,8 @@ def throughput_json(tables, skipped, device, image_size, warmup, steps, repeats,
         'raw_speedup_over_fp32': (bench_util.ratio(results['raw'], fp32['raw'])
                                   if fp32 is not None else None)})
   return {'net': FLAGS.net, 'device': device, 'image_size': image_size, 'warmup': warmup,
-          'steps': steps, 'repeats': repeats, 'paired': paired, 'cells': cells,
+          'steps': steps, 'repeats': repeats, 'paired': paired,
+          'warmup_min_s': PAIRED_WARMUP_MIN_S if paired else 0, 'cells': cells,
           'skipped': [{'variant': v, 'layout': lay, 'batch': b, 'estimated_s': est}
                       for (v, lay, b), est in skipped.items()]}
 
