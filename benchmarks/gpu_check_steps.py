@@ -17,8 +17,10 @@ as a script, not with -m, so that the env step works without TensorFlow).
 
 The steps:
 
-* env: what TensorFlow was built with and which GPUs it sees, and the GPU
-  `nvidia-smi` names.
+* env: what TensorFlow was built with, which GPUs it sees and the GPU
+  `nvidia-smi` names; a first matmul (cuBLAS) and convolution (cuDNN) on GPU
+  0, timed (the CUDA libraries load and the kernels compile there), so a
+  machine whose TensorFlow cannot use its GPU fails here in seconds.
 * multi_clone: 2 clones on 2 logical GPUs carved from GPU 0 (2 virtual CPU
   devices with --dry_run), `trainer.train` for 200 steps, once with
   `variable_update='parameter_server'` (slim's default) and once with
