@@ -7,6 +7,8 @@ Map:
 * `clone_scaling.py`: images/sec with 1, 2 and 4 clones per variable_update mode.
 * `distributed.py`: 1 and 2 workers with a ps on loopback, sync and async.
 * `gpu_throughput.py`: ResNet-50 training throughput on one GPU.
+* `gpu_check.py` (`gpu_check.sh`): the whole GPU check in one command, at most 9
+  minutes, with a CPU `--dry-run`; its training steps are in `gpu_check_steps.py`.
 * `scaling_model.py`: predicts ps / all-reduce scaling from variable sizes, compute
   time and link speed; checked against real loopback clusters.
 * `bench_util.py`: the timing protocol, tables, synthetic data and models they share.
