@@ -8,8 +8,13 @@ The test reads each table row of docs/migrating.md (`| old | new |`) and
    config fields (`train_config.batch_size`); a row naming something that
    does not exist fails;
 2. runs the row's own check from `ROW_CHECKS`, keyed by the first name in
-   the new column (or the cell's text when it has none). A row without an
-   entry fails, so a new row comes with its check: one entry, e.g.
+   the new column (or the cell's text when it has none). A row that spells
+   out the call it promises needs no entry: when the new column's first name
+   is a call (`core.m.f(a, b=1)`), or it says "same arguments" beside an old
+   call (`tf.estimator.f(a, b=1)`), that call must bind to the new name by
+   position and by keyword, with the same defaults (`_check_documented_call`).
+   Any other row without an entry fails, so a new row comes with its check:
+   one entry, e.g.
 
        'tfe.Foo': lambda: _params(tfe.Foo, 'estimator', 'name', 'threshold'),
 
@@ -38,7 +43,8 @@ MIGRATING = os.path.join(REPO_ROOT, 'docs', 'migrating.md')
 
 # How docs/migrating.md abbreviates packages.
 _ALIASES = {'tfe': 'trainer.estimator', 'slim': 'tf_slim'}
-_PYTHON_ROOTS = ('tfe', 'slim', 'tf_slim', 'core', 'trainer', 'builders', 'deployment', 'protos')
+_PYTHON_ROOTS = ('tfe', 'slim', 'tf_slim', 'core', 'trainer', 'builders', 'deployment', 'protos',
+                 'utils')
 _IDENTIFIER_PATH = re.compile(r'^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$')
 
 
@@ -156,6 +162,62 @@ def _resolve_cell(section, new_cell):
         _proto_field(name)
       elif root in _PYTHON_ROOTS:
         _resolve_python(name)
+
+
+_CALL = re.compile(r'^([A-Za-z_][\w.]*)\((.*)\)$')
+
+
+def _documented_call(old_cell, new_cell):
+  """(new name, parameter text) of the call a row spells out, else None."""
+  new_names = _names(new_cell)
+  call = _CALL.match(new_names[0]) if new_names else None
+  if call and call.group(2) not in ('', '...'):
+    return call.group(1), call.group(2)
+  old_names = _names(old_cell)
+  old_call = _CALL.match(old_names[0]) if old_names else None
+  if new_names and old_call and 'same arguments' in new_cell and old_call.group(2) != '...':
+    return new_names[0], old_call.group(2)
+  return None
+
+
+def _documented_default(node, function):
+  """A default as the row writes it: a literal, or a name in the function's module, `tf` or `tfe`."""
+  try:
+    return ast.literal_eval(node)
+  except ValueError:
+    scope = dict(vars(sys.modules[function.__module__]), tf=tf, tfe=tfe)
+    return eval(ast.unparse(node), scope)  # pylint: disable=eval-used
+
+
+def _check_documented_call(name, parameters):
+  """The call `name(parameters)` binds as written, with the written defaults.
+
+  A trailing `...` in `parameters` means "and more": only the parameters
+  written are checked; a default written `...` is not compared.
+  """
+  function = _resolve_python(name)
+  if inspect.isclass(function):
+    function = function.__init__
+  signature = inspect.signature(function)
+  parameters = re.sub(r',\s*\.\.\.\s*$', '', parameters)
+  documented = ast.parse('def f(%s): pass' % parameters).body[0].args
+  required = [a.arg for a in documented.args[:len(documented.args) - len(documented.defaults)]]
+  bound_self = ['self'] if 'self' in signature.parameters else []
+  # Required arguments by position, as an old call passes them...
+  signature.bind(*(bound_self + required))
+  # ... and every documented parameter by keyword.
+  keywords = {a.arg: None for a in documented.args}
+  if documented.kwarg:
+    keywords['some_override'] = 1
+    assert any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values()), name
+  signature.bind(*bound_self, **keywords)
+  for argument, default in zip(documented.args[len(required):], documented.defaults):
+    if isinstance(default, ast.Constant) and default.value is Ellipsis:
+      continue
+    actual = signature.parameters[argument.arg].default
+    assert actual == _documented_default(default, function), (
+        '%s: %s defaults to %r, the row says %s' % (
+            name, argument.arg, actual, ast.unparse(default)))
 
 
 # -- the row checks --------------------------------------------------------------------
@@ -361,6 +423,20 @@ def _py(module_name):
 
 
 # Keyed by the first name of the row's new column. The call shapes are the originals'.
+def _same_classes(*names):
+  """Each `tfe.<name>` is TF's own `tf.compat.v1.train.<name>`, as tf.estimator exported it."""
+  for name in names:
+    assert getattr(tfe, name) is getattr(tf.compat.v1.train, name), name
+
+
+def _check_od_variables_helper():
+  from core import variables_helper  # pylint: disable=import-outside-toplevel
+  from utils import variables_helper as od_variables_helper  # pylint: disable=import-outside-toplevel
+  for name in ('filter_variables', 'multiply_gradients_matching_regex',
+               'freeze_gradients_matching_regex', 'get_variables_available_in_checkpoint'):
+    assert getattr(od_variables_helper, name) is getattr(variables_helper, name), name
+
+
 ROW_CHECKS = {
     # tf.estimator
     'tfe.Estimator': lambda: _params(tfe.Estimator, 'model_fn', 'model_dir', 'config', 'params',
@@ -534,6 +610,29 @@ ROW_CHECKS = {
     'model.slim_classifier.trainable_scopes': lambda: None,
     'always on: variables missing from the checkpoint (or of another shape) are skipped and '
     'listed in a warning': lambda: None,
+    # tf.estimator 2.15 names added with issue 26 C (the rows that spell a call are checked
+    # by _check_documented_call).
+    'tfe.SessionRunHook': lambda: _same_classes(
+        'SessionRunHook', 'SessionRunArgs', 'SessionRunContext', 'SessionRunValues'),
+    'tfe.LoggingTensorHook': lambda: _same_classes(
+        'LoggingTensorHook', 'StopAtStepHook', 'CheckpointSaverHook', 'CheckpointSaverListener'),
+    'tfe.StepCounterHook': lambda: _same_classes(
+        'StepCounterHook', 'SummarySaverHook', 'NanTensorHook', 'FeedFnHook'),
+    'tfe.ProfilerHook': lambda: _same_classes(
+        'ProfilerHook', 'GlobalStepWaiterHook', 'FinalOpsHook', 'NanLossDuringTrainingError'),
+    'tfe.VocabInfo': lambda: _same_classes('VocabInfo'),
+    'tfe.experimental.build_raw_supervised_input_receiver_fn': lambda: [
+        _check_documented_call(name, 'features, labels, default_batch_size=None')
+        for name in ('tfe.experimental.build_raw_supervised_input_receiver_fn',
+                     'tfe.export.build_raw_supervised_input_receiver_fn')],
+    'tfe.export.EvalOutput': lambda: [
+        _check_documented_call(name, 'loss=None, predictions=None, metrics=None')
+        for name in ('tfe.export.EvalOutput', 'tfe.export.TrainOutput')],
+    'tfe.Estimator.export_saved_model': lambda: _check_documented_call(
+        'tfe.Estimator.export_saved_model',
+        'export_dir_base, serving_input_receiver_fn, assets_extra=None, as_text=False, '
+        'checkpoint_path=None, experimental_mode=tfe.ModeKeys.PREDICT'),
+    'utils.variables_helper': _check_od_variables_helper,
 }
 
 
@@ -549,6 +648,10 @@ def test_the_tables_were_read():
 def test_row(section, old, new):
   _resolve_cell(section, new)
   key = _row_key(new)
+  documented = _documented_call(old, new)
+  if key not in ROW_CHECKS and documented:
+    _check_documented_call(*documented)
+    return
   assert key in ROW_CHECKS, (
       'docs/migrating.md row %r -> %r has no check: add ROW_CHECKS[%r] to %s (a small check '
       'of the call shape the row promises)' % (old, new, key, os.path.basename(__file__)))
