@@ -181,7 +181,7 @@ def _documented_call(old_cell, new_cell):
 
 
 def _documented_default(node, function):
-  """A default as the row writes it: a literal, or a name in the function's module, `tf` or `tfe`."""
+  """A default as the row writes it: a literal, or a name of the function's module, tf or tfe."""
   try:
     return ast.literal_eval(node)
   except ValueError:
