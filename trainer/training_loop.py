@@ -263,9 +263,10 @@ class TrainStepRunner:
   def _run_step(self, sess, train_op, global_step):
     """Runs the train op and reads the step, through a callable made once per session.
 
-    `Session.run` parses its fetches on every call, about 45 us; on a small
-    model's 7 ms step that is 0.6 % (benchmarks/RESULTS.md). Errors read as
-    `Session.run`'s do: they name the failing node and where it was created.
+    `Session.run` parses its fetches on every call; the callable does that
+    once (what it saves per step is not yet measured in a recorded run, see
+    benchmarks/RESULTS_HISTORY.md). Errors read as `Session.run`'s do: they
+    name the failing node and where it was created.
     """
     if self._step_callable_session is not sess:
       self._step_callable = sess.make_callable(

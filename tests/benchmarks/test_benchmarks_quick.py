@@ -1,10 +1,15 @@
-"""Smoke test: every benchmark's `--quick` mode runs to the end and prints a ratio.
+"""Smoke test: every benchmark's `--quick` mode runs to the end and prints its figures.
 
-The numbers are not checked (a timed unit test on a shared machine would only
-be flaky); the benchmarks are measured by hand and recorded in
-benchmarks/RESULTS.md. Each script runs in its own process, as a user runs it.
+How fast anything is stays unchecked (a timed unit test on a shared machine
+would only be flaky; the benchmarks are measured by hand and recorded in
+benchmarks/RESULTS.md). What is checked is that the printed figures are
+figures: every ratio line carries a positive finite ratio and one positive
+ratio per repeat, every rate table's min <= median <= max, and the scaling
+check's predicted/measured column is its predicted rate over its measured
+median. Each script runs in its own process, as a user runs it.
 """
 
+import math
 import os
 import re
 import subprocess
@@ -28,6 +33,36 @@ def _run_quick(module, *extra_args, timeout=300):
   return result.stdout
 
 
+# 'ratio NAME = V (per repeat r1 r2 ...; ...' and the paired benchmark's
+# 'ratio NAME, median burst pair = V (per repeat r1 r2 ...)'.
+_RATIO_LINE = re.compile(r'^ratio (?P<name>.+?) = (?P<value>\S+) \(per repeat (?P<repeats>[^;)]*)',
+                         re.M)
+# bench_util.print_table's rows: | variant | median | min | max | spread % |
+_RATE_ROW = re.compile(r'^\| (?P<label>[^|]+) \| (?P<median>[0-9.]+) \| (?P<min>[0-9.]+) \| '
+                       r'(?P<max>[0-9.]+) \| [0-9.]+ \|$', re.M)
+
+
+def _assert_figures(stdout, repeats=None):
+  """Every ratio line and rate row of `stdout` holds numbers that make sense.
+
+  Args:
+    stdout: a benchmark's output.
+    repeats: how many per-repeat ratios each ratio line must list (None: any).
+  """
+  lines = list(_RATIO_LINE.finditer(stdout))
+  assert lines, stdout[-3000:]
+  for line in lines:
+    value = float(line.group('value'))
+    per_repeat = [float(r) for r in line.group('repeats').split()]
+    assert 0 < value < math.inf, line.group(0)
+    assert per_repeat and all(0 < r < math.inf for r in per_repeat), line.group(0)
+    if repeats is not None:
+      assert len(per_repeat) == repeats, line.group(0)
+  for row in _RATE_ROW.finditer(stdout):
+    low, middle, high = (float(row.group(k)) for k in ('min', 'median', 'max'))
+    assert 0 < low <= middle <= high, row.group(0)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize('module', [
     'benchmarks.input_pipeline',
@@ -39,7 +74,7 @@ def _run_quick(module, *extra_args, timeout=300):
 ])
 def test_quick_mode_completes_and_prints_a_ratio(module):
   stdout = _run_quick(module)
-  assert 'ratio' in stdout, stdout[-3000:]
+  _assert_figures(stdout)
 
 
 @pytest.mark.slow
@@ -51,7 +86,8 @@ def test_gpu_throughput_quick_runs_fp32_mixed_precision_and_xla():
     assert 'ratio slimtrain/raw %s NHWC batch 2 = ' % variant in stdout, stdout[-3000:]
   for variant in ('mixed', 'xla'):
     assert 'ratio raw %s/fp32 NHWC batch 2 [speed-up] = ' % variant in stdout, stdout[-3000:]
-  assert 'ratio' in stdout and 'replicated' in stdout, stdout[-3000:]
+  assert 'replicated' in stdout, stdout[-3000:]
+  _assert_figures(stdout)
 
 
 @pytest.mark.slow
@@ -74,6 +110,7 @@ def test_overhead_splits_the_trainer_gap_into_graph_and_runtime():
   assert "(g) Session loop over (a')'s graph" in stdout, stdout[-3000:]
   assert "ratio (a')/(g) [the trainer's runtime" in stdout, stdout[-3000:]
   assert "ratio (g)/(c) [the trainer's graph beyond the bare one]" in stdout, stdout[-3000:]
+  _assert_figures(stdout)
 
 
 @pytest.mark.slow
@@ -91,6 +128,14 @@ def test_scaling_model_prints_tables_and_checks_a_loopback_cluster():
       stdout[-3000:])
   assert '| 1 | 2 | async |' in stdout, stdout[-3000:]
   assert 'ratio predicted/measured within +-20 %' in stdout, stdout[-3000:]
+  # Each checked row: predicted/measured is the predicted rate over the median
+  # of the measured ones, which lies inside their printed range.
+  rows = re.findall(r'^\| \d+ \| \d+ \| (?:a?sync) \| \w+ \| ([0-9.]+) \| .*? \| '
+                    r'([0-9.]+) \(([0-9.]+)\.\.([0-9.]+)\) \| ([0-9.]+) \|', stdout, re.M)
+  assert rows, stdout[-3000:]
+  for predicted, measured, low, high, ratio in (map(float, row) for row in rows):
+    assert 0 < low <= measured <= high, stdout[-3000:]
+    assert ratio == pytest.approx(predicted / measured, abs=0.006), stdout[-3000:]
 
 
 @pytest.mark.slow

@@ -263,7 +263,7 @@ def _child_env(report_path, xfail_path, extra_env=None):
   return env
 
 
-def _run_pytest(module, test_file, rootdir, expected, timeout, extra_env=None):
+def _run_pytest(module, test_file, rootdir, expected, timeout, extra_env=None, only=None):
   """Runs one test file in a fresh `python -m pytest` process.
 
   Args:
@@ -273,6 +273,8 @@ def _run_pytest(module, test_file, rootdir, expected, timeout, extra_env=None):
     expected: test ids to run as strict expected failures.
     timeout: seconds before the process is killed.
     extra_env: optional dict of more environment variables.
+    only: optional test ids (`<module>.py::Class::test`) to run instead of
+      the whole file.
 
   Returns:
     A `ModuleResult`.
@@ -288,7 +290,11 @@ def _run_pytest(module, test_file, rootdir, expected, timeout, extra_env=None):
       f.write('[pytest]\nfilterwarnings = ignore::DeprecationWarning\n')
     command = [sys.executable, '-m', 'pytest', '-p', PLUGIN, '-p', 'no:cacheprovider',
                '-c', ini_path, '--rootdir', rootdir, '-q', '-rfE', '--no-header',
-               '--tb=short', test_file]
+               '--tb=short']
+    if only:
+      command += [os.path.join(rootdir, t) for t in sorted(only)]
+    else:
+      command.append(test_file)
     start = time.time()
     try:
       process = subprocess.run(command, cwd=workdir, capture_output=True, text=True,
@@ -365,7 +371,7 @@ def rewrite_test_source(module, source):
   return source
 
 
-def run_rewritten_module(module, timeout=900):
+def run_rewritten_module(module, timeout=900, only=None):
   """Runs a temp copy of a shipped test module with `TEST_FILE_REWRITES` applied.
 
   Nothing but the test file changes (same tf_slim, same compat layer), so a
@@ -374,6 +380,9 @@ def run_rewritten_module(module, timeout=900):
   Args:
     module: e.g. 'learning_test'; must have an entry in TEST_FILE_REWRITES.
     timeout: seconds before the process is killed.
+    only: optional test ids of this module (`learning_test.py::TrainTest::t`)
+      to run instead of the whole file: the expected failures, which is all
+      the proof needs and a fraction of the module's time.
 
   Returns:
     A `ModuleResult` run with no expected failures.
@@ -386,6 +395,6 @@ def run_rewritten_module(module, timeout=900):
       source = f.read()
     with open(target, 'w') as f:
       f.write(rewrite_test_source(module, source))
-    return _run_pytest(module, target, copy_root, set(), timeout)
+    return _run_pytest(module, target, copy_root, set(), timeout, only=only)
   finally:
     shutil.rmtree(os.path.dirname(copy_root), ignore_errors=True)

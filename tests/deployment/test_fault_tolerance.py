@@ -86,14 +86,30 @@ def test_watchdog_ends_a_process_blocked_in_a_session_run(tmp_path):
   assert 'UNBLOCKED' not in output
 
 
-def test_cancelled_watchdog_does_nothing():
-  fired = []
-  watchdog = fault_tolerance.Watchdog(0.3, 129, 'x', last_words=fired.append)
-  watchdog.start()
-  assert watchdog.active
-  watchdog.cancel()
-  time.sleep(0.6)
-  assert not watchdog.active and not fired
+# A watchdog cancelled at once, then the program lives past its deadline. In a
+# process of its own: a watchdog that fires ends its process (os._exit), which
+# must never be the pytest worker's.
+_CANCELLED_WATCHDOG_PROGRAM = textwrap.dedent('''
+    import time
+    from deployment import fault_tolerance
+    fired = []
+    watchdog = fault_tolerance.Watchdog(2.0, 129, 'x', last_words=fired.append).start()
+    was_active = watchdog.active
+    watchdog.cancel()
+    print('CANCELLED active before %s, after %s' % (was_active, watchdog.active), flush=True)
+    time.sleep(3.0)  # past the 2 s deadline
+    print('ALIVE fired=%s' % fired, flush=True)
+''')
+
+
+@pytest.mark.cluster
+def test_cancelled_watchdog_does_nothing(tmp_path):
+  script = tmp_path / 'cancelled.py'
+  script.write_text(_CANCELLED_WATCHDOG_PROGRAM)
+  code, output, _ = _run_script(script, 'CANCELLED')
+  assert code == 0, output
+  assert 'CANCELLED active before True, after False' in output
+  assert 'ALIVE fired=[]' in output
 
 
 @pytest.mark.cluster
@@ -161,7 +177,11 @@ _SLOW_CLOSE_PROGRAM = textwrap.dedent('''
     logging.set_verbosity(logging.INFO)
     tf.compat.v1.disable_eager_execution()
     server = tf.distribute.Server.create_local_server()
-    slow = tf.compat.v1.py_func(lambda: (time.sleep(%(sleep)d), 0)[1], [], tf.int64)
+    def sleep():
+      time.sleep(%(sleep)d)
+      print('STEP ENDED at %%.3f' %% time.time(), flush=True)
+      return 0
+    slow = tf.compat.v1.py_func(sleep, [], tf.int64)
     sess = tf.compat.v1.Session(server.target)
     def step():
       try:
@@ -172,7 +192,8 @@ _SLOW_CLOSE_PROGRAM = textwrap.dedent('''
     time.sleep(1)
     start = time.time()
     closed = fault_tolerance.close_session(sess.close, %(timeout)s, ['/job:ps/task:1'])
-    print('CLOSED %%s after %%.1f s' %% (closed, time.time() - start), flush=True)
+    print('CLOSED %%s after %%.1f s at %%.3f' %% (closed, time.time() - start, time.time()),
+          flush=True)
     fault_tolerance.exit_process(0)
 ''')
 
@@ -202,7 +223,11 @@ def test_slow_session_close_reports_what_it_waits_for_then_closes(tmp_path):
   assert code == 0, output
   assert ('closing the training session: 5 s so far; TensorFlow waits for the steps still '
           'running in it and for /job:ps/task:1 to drop it') in output
-  assert re.search(r'CLOSED True after [6-9]\.\d s', output), output
+  # The close returned once the step had ended (not before, and promptly
+  # after), timed from the lines the program printed at each.
+  step_ended = float(re.search(r'STEP ENDED at ([0-9.]+)', output).group(1))
+  closed = float(re.search(r'CLOSED True after [0-9.]+ s at ([0-9.]+)', output).group(1))
+  assert 0 <= closed - step_ended < 5, output
   assert 'gave up' not in output
 
 

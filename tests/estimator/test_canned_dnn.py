@@ -277,13 +277,25 @@ def test_wide_deep_with_two_clones_trains_like_one(tmp_path):
                                rtol=1e-4, atol=1e-5, err_msg=name)
 
 
+class _CloneScopes(tf.compat.v1.train.SessionRunHook):
+  """Records the clone scopes (`clone_N`) that hold a MatMul of the network."""
+
+  def begin(self):
+    self.scopes = {op.name.split('/')[0]
+                   for op in tf.compat.v1.get_default_graph().get_operations()
+                   if op.name.startswith('clone_') and op.type == 'MatMul'}
+
+
 def test_dnn_classifier_num_clones_runconfig(tmp_path):
   config = _config(num_clones=2, clone_on_cpu=True)
   est = tfe.DNNClassifier(hidden_units=[8], feature_columns=lib.dnn_columns(),
                           model_dir=str(tmp_path), config=config)
   (features, labels), _ = _data('binary', train_size=256)
-  est.train(lib.train_input_fn(features, labels), max_steps=5)
+  hook = _CloneScopes()
+  est.train(lib.train_input_fn(features, labels), max_steps=5, hooks=[hook])
   assert est.get_variable_value('global_step') == 5
+  # RunConfig(num_clones=2) built the network twice, once per clone scope.
+  assert hook.scopes == {'clone_0', 'clone_1'}, hook.scopes
 
 
 def test_split_tables_are_pinned_to_the_ps_tasks_in_the_training_graph(tmp_path, monkeypatch):

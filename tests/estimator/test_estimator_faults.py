@@ -44,11 +44,22 @@ from tests.trainer import cluster_testlib as lib
 pytestmark = [pytest.mark.cluster]
 
 _MODULE = 'tests.estimator.fault_task_main'
-# Generous: the machine running the suite may be busy.
-_START_SECS = 60
+# Generous, as in the legacy trainer's tests: starting a task is not what these
+# tests time, and the machine running the suite may be busy.
+_START_SECS = 150
 _EXIT_SECS = 90
-# Beyond a timeout under test: time for a loaded machine to act on it.
+# Beyond a timeout under test: time for a loaded machine to act on it (how
+# long a test waits before failing with the logs).
 _MARGIN_SECS = 30
+# What an assertion allows a task beyond a deadline it promises: acting on the
+# deadline (polled every second), telling its peers (one call each) and leaving
+# the process. Measured 2.7-3.3 s past a recovery deadline at load average 12
+# on 2 cores (2026-11-26); a pause like the one of issue 18 (30-60 s) still fails.
+_EXIT_SECS_AFTER_DEADLINE = 10
+# A task started after the end of training, from its Estimator's construction
+# to its exit: 1.1-1.3 s measured (2026-11-26), plus a fixed margin; a task
+# that waited for its (finished) peers would wait out a start-up deadline.
+_LATE_TASK_SECS = 10
 # One LoggingTensorHook line of the chief (log_step_count_steps=1): the step just run.
 _STEP_RE = r'loss = [0-9.naif]+, step = (\d+)'
 
@@ -97,6 +108,50 @@ def _restored_steps(process):
                                      process.output())]
 
 
+def _line_to_exit_secs(group, tasks, text, timeout):
+  """Times each task from the first output line containing `text` to its exit.
+
+  Polls every 0.1 s, so the time counts from when the task printed the line
+  (its state reached), not from when it was started or signalled.
+
+  Returns:
+    ({name: exit code}, {name: seconds from the line to the exit, or None
+    for a task that exited without printing it}).
+
+  Raises:
+    TimeoutError: some task still running `timeout` s from the first call.
+  """
+  start = time.time()
+  seen, codes, seconds = {}, {}, {}
+  while len(codes) < len(tasks):
+    for name, task in tasks.items():
+      if name not in seen and text in task.output():
+        seen[name] = time.time()
+      if name not in codes and task.poll() is not None:
+        codes[name] = task.poll()
+        seconds[name] = time.time() - seen[name] if name in seen else None
+    if time.time() - start > timeout:
+      raise TimeoutError('%s still running after %ss\n%s' % (
+          sorted(set(tasks) - set(codes)), timeout, group.logs()))
+    time.sleep(0.1)
+  return codes, seconds
+
+
+def _sigterm_all(group, tasks, grace):
+  """SIGTERMs every task at once (a pod deletion); returns wait_all_timed's (codes, seconds).
+
+  The seconds count from the signal: README promises every task exits
+  within termination_grace_secs of it.
+  """
+  signalled = time.time()
+  for task in tasks.values():
+    os.killpg(task.pid, signal.SIGTERM)
+  codes, exit_secs = lib.wait_all_timed(group, tasks, since=signalled,
+                                        timeout=grace + _MARGIN_SECS)
+  print('seconds from SIGTERM to each exit:', exit_secs)
+  return codes, exit_secs
+
+
 def test_ps_killed_and_restarted_training_reaches_max_steps(tmp_path):
   model_dir = str(tmp_path / 'model')
   max_steps = 1200
@@ -126,17 +181,21 @@ def test_ps_killed_and_restarted_training_reaches_max_steps(tmp_path):
     assert 0 <= restored - _restored_steps(chief)[-1] <= 3, (restored, _restored_steps(chief))
     assert 'every worker finished; exiting' in restarted.output(), group.logs()
     assert 'Traceback' not in chief.output() + tasks['worker0'].output(), group.logs()
-    # Async: the worker may finish the step it was running.
-    assert max_steps <= _checkpoint_step(model_dir) <= max_steps + 2
+    # Async, W = 2 training tasks: the worker may finish the step it was
+    # running (README: num_steps .. num_steps + W - 1).
+    assert max_steps <= _checkpoint_step(model_dir) <= max_steps + 1
 
     # A worker and a ps restarted after the job finished see it in model_dir.
     late = {name: _start(group, cluster, job, 0, model_dir, name=name,
                          extra=['--max_steps=%d' % max_steps])
             for job, name in (('worker', 'worker0_late'), ('ps', 'ps0_late'))}
-    started = time.time()
-    codes = lib.wait_all(group, late, timeout=_EXIT_SECS)
+    # No wait for peers: timed from the line each prints once its Estimator is
+    # built (TensorFlow imported) to its exit.
+    codes, took = _line_to_exit_secs(group, late, 'Using config:', timeout=_EXIT_SECS)
     assert set(codes.values()) == {0}, (codes, group.logs())
-    assert time.time() - started < 45, group.logs()  # Start-up only: no wait for peers.
+    print('seconds from the Estimator to the exit of a late task:', took)
+    assert all(t is not None and t < _LATE_TASK_SECS for t in took.values()), (
+        took, group.logs())
     for task in late.values():
       assert re.search(r'training already finished: \S+ holds a checkpoint at global step '
                        r'\d+ >= TrainSpec\.max_steps=%d' % max_steps, task.output()), (
@@ -153,12 +212,17 @@ def test_ps_lost_for_good_chief_and_worker_exit_retryable_naming_it(tmp_path):
     _wait_for_step(group, tasks['worker0'], 1, timeout=_START_SECS)
     os.killpg(tasks['ps0'].pid, signal.SIGKILL)
     group.wait(tasks['ps0'], timeout=30)
-    killed_at = time.time()
     training = {n: tasks[n] for n in ('chief0', 'worker0')}
-    codes = lib.wait_all(group, training, timeout=recovery_timeout + _MARGIN_SECS)
+    # The chief waits out its deadline, no less and not much more, timed from
+    # the line naming the loss (its deadline starts there) to its exit.
+    codes, waited = _line_to_exit_secs(group, training, 'lost /job:ps/task:0 at global step',
+                                       timeout=recovery_timeout + _MARGIN_SECS)
     assert codes == {'chief0': exit_codes.RETRYABLE, 'worker0': exit_codes.RETRYABLE}, (
         codes, group.logs())
-    assert time.time() - killed_at <= recovery_timeout + _MARGIN_SECS
+    print('seconds from the loss to the exit:', waited)
+    # (Less 2 s: the test sees the line up to a poll late on a loaded machine.)
+    assert waited['chief0'] is not None and (recovery_timeout - 2 <= waited['chief0']
+            <= recovery_timeout + _EXIT_SECS_AFTER_DEADLINE), (waited, group.logs())
     assert re.search(r'lost /job:ps/task:0 and could not rebuild the session within '
                      r'RunConfig\.recovery_timeout_secs=15 \(unreachable: /job:ps/task:0',
                      tasks['chief0'].output()), group.logs()
@@ -253,13 +317,16 @@ def test_ps_partitioned_training_tasks_exit_retryable_naming_it(tmp_path, netns_
         '--chief_timeout_secs=20']) for name in ('ps0', 'chief0', 'worker0')}
     _wait_for_step(group, tasks['chief0'], 30, timeout=_START_SECS)
     _wait_for_step(group, tasks['worker0'], 1, timeout=_START_SECS)
-    network.partition('ps0')
     cut_at = time.time()
+    network.partition('ps0')
     training = {n: tasks[n] for n in ('chief0', 'worker0')}
-    codes = lib.wait_all(group, training, timeout=recovery_timeout + _MARGIN_SECS)
+    codes, exit_secs = lib.wait_all_timed(group, training, since=cut_at,
+                                          timeout=recovery_timeout + _MARGIN_SECS)
     assert codes == {'chief0': exit_codes.RETRYABLE, 'worker0': exit_codes.RETRYABLE}, (
         codes, group.logs())
-    assert time.time() - cut_at <= recovery_timeout + _MARGIN_SECS
+    # The step watch counts from the last step before the cut.
+    assert max(exit_secs.values()) <= recovery_timeout + _EXIT_SECS_AFTER_DEADLINE, (
+        exit_secs, group.logs())
     for task in training.values():
       assert re.search(r'no training step finished for 15 s since global step \d+; '
                        r'unreachable: /job:ps/task:0 \(%s\).*RunConfig\.recovery_timeout_secs'
@@ -279,10 +346,10 @@ def test_whole_job_sigterm_checkpoints_the_step_reached_and_restart_resumes(tmp_
     chief = tasks['chief0']
     _wait_for_step(group, chief, 30, timeout=_START_SECS)
     _wait_for_step(group, tasks['worker0'], 1, timeout=_START_SECS)
-    for task in tasks.values():  # A pod deletion: every task at once.
-      os.killpg(task.pid, signal.SIGTERM)
-    codes = lib.wait_all(group, tasks, timeout=grace + _MARGIN_SECS)
+    codes, exit_secs = _sigterm_all(group, tasks, grace)
     assert codes == {'chief0': 143, 'worker0': 143, 'ps0': 143}, (codes, group.logs())
+    assert max(exit_secs.values()) <= grace + _EXIT_SECS_AFTER_DEADLINE, (
+        exit_secs, group.logs())
     match = re.search(r'SIGTERM: wrote checkpoint \S*model\.ckpt-(\d+)', chief.output())
     assert match, group.logs()
     written = int(match.group(1))
@@ -318,10 +385,9 @@ def test_master_style_job_sigterm_skips_the_final_evaluation_and_exits_143(tmp_p
              for name, job in (('ps0', 'ps'), ('master0', 'master'), ('worker0', 'worker'))}
     _wait_for_step(group, tasks['master0'], 30, timeout=_START_SECS)
     _wait_for_step(group, tasks['worker0'], 1, timeout=_START_SECS)
-    for task in tasks.values():
-      os.killpg(task.pid, signal.SIGTERM)
-    codes = lib.wait_all(group, tasks, timeout=20 + _MARGIN_SECS)
+    codes, exit_secs = _sigterm_all(group, tasks, 20)
     assert codes == {'master0': 143, 'worker0': 143, 'ps0': 143}, (codes, group.logs())
+    assert max(exit_secs.values()) <= 20 + _EXIT_SECS_AFTER_DEADLINE, (exit_secs, group.logs())
     output = tasks['master0'].output()
     match = re.search(r'SIGTERM: wrote checkpoint \S*model\.ckpt-(\d+)', output)
     assert match, group.logs()
@@ -360,12 +426,13 @@ def test_model_main_takes_deploy_config_timeouts_and_exits_143_on_whole_job_sigt
   with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
     tasks = group.start_cluster(cluster, 'trainer.model_main', args=[
         '--model_dir=' + model_dir, '--pipeline_config_path=' + config_path])
-    _wait_for_step(group, tasks['chief0'], 5, timeout=_START_SECS)
+    # The SSD's graph takes far longer to build than the MNIST model's: on a
+    # loaded 2-core machine its chief was still saving checkpoint 0 after 150 s.
+    _wait_for_step(group, tasks['chief0'], 5, timeout=2 * _START_SECS)
     _wait_for_step(group, tasks['worker0'], 1, timeout=_START_SECS)
-    for name in ('ps0', 'chief0', 'worker0'):
-      os.killpg(tasks[name].pid, signal.SIGTERM)
-    codes = lib.wait_all(group, tasks, timeout=15 + _MARGIN_SECS)
+    codes, exit_secs = _sigterm_all(group, tasks, 15)
     assert codes == {'chief0': 143, 'worker0': 143, 'ps0': 143}, (codes, group.logs())
+    assert max(exit_secs.values()) <= 15 + _EXIT_SECS_AFTER_DEADLINE, (exit_secs, group.logs())
     for name in ('chief0', 'worker0'):
       assert ('RunConfig.recovery_timeout_secs=40; SIGTERM ends it within '
               'RunConfig.termination_grace_secs=15') in tasks[name].output(), group.logs()

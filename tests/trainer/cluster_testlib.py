@@ -201,6 +201,35 @@ def wait_all(group, processes, timeout):
           for name, process in sorted(processes.items())}
 
 
+def wait_all_timed(group, processes, since, timeout):
+  """Waits for every process of `processes` ({name: TaskProcess}), timing each exit.
+
+  Polls every 0.1 s, so each exit is timed to about 0.1 s however the
+  processes are ordered (waiting for them one after another would time a
+  process that exited early by the one waited for before it).
+
+  Args:
+    group: the `ProcessGroup` (its logs go into the timeout error).
+    processes: {name: TaskProcess}.
+    since: the `time.time()` the exits are timed from (e.g. the fault's).
+    timeout: seconds from `since` before giving up with TimeoutError.
+
+  Returns:
+    ({name: exit code}, {name: seconds from `since` to its exit}).
+  """
+  codes, seconds = {}, {}
+  while True:
+    for name, process in processes.items():
+      if name not in codes and process.poll() is not None:
+        codes[name], seconds[name] = process.poll(), time.time() - since
+    if len(codes) == len(processes):
+      return codes, seconds
+    if time.time() - since > timeout:
+      raise TimeoutError('%s still running %ss after the fault\n%s' % (
+          sorted(set(processes) - set(codes)), timeout, group.logs()))
+    time.sleep(0.1)
+
+
 def wait_for_step(group, process, step, timeout):
   """Waits until `process` logged progress at global step >= `step`; returns that step."""
   def reached():

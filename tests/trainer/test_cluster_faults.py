@@ -28,6 +28,7 @@ import os
 import re
 import signal
 import sys
+import time
 
 import pytest
 
@@ -41,8 +42,14 @@ pytestmark = [pytest.mark.cluster]
 # Generous: the machine running the suite may be busy.
 _START_SECS = 150
 _EXIT_SECS = 150
-# Beyond a timeout under test: time for a loaded machine to act on it.
+# Beyond a timeout under test: time for a loaded machine to act on it (how
+# long the test waits before failing with the logs).
 _MARGIN_SECS = 60
+# What an assertion allows a task beyond a deadline it promises: acting on the
+# deadline (polled every second), telling its peers (one call each) and leaving
+# the process. Measured 2.7-3.3 s past a recovery deadline at load average 12
+# on 2 cores (2026-11-26); a pause like the one of issue 18 (30-60 s) still fails.
+_EXIT_SECS_AFTER_DEADLINE = 10
 
 
 @pytest.fixture
@@ -86,11 +93,18 @@ def test_whole_job_sigterm_checkpoints_the_step_reached_and_restart_resumes(tmp_
     _, tasks = _start_job(group, config, train_dir, num_workers=1, num_ps=2)
     lib.wait_for_step(group, tasks['chief0'], 10, timeout=_START_SECS)
     lib.wait_for_step(group, tasks['worker0'], 10, timeout=_START_SECS)
+    signalled = time.time()
     for task in tasks.values():  # A pod deletion: every task at once.
       os.killpg(task.pid, signal.SIGTERM)
-    codes = lib.wait_all(group, tasks, timeout=grace + _MARGIN_SECS)
+    codes, exit_secs = lib.wait_all_timed(group, tasks, since=signalled,
+                                          timeout=grace + _MARGIN_SECS)
+    print('seconds from SIGTERM to each exit:', exit_secs)
     assert codes == {'chief0': 143, 'worker0': 143, 'ps0': 143, 'ps1': 143}, (
         codes, group.logs())
+    # The promise (README): every task exits within termination_grace_secs of
+    # the signal; a process's own exit adds at most _EXIT_SECS_AFTER_DEADLINE.
+    assert max(exit_secs.values()) <= grace + _EXIT_SECS_AFTER_DEADLINE, (
+        exit_secs, group.logs())
     chief = tasks['chief0']
     match = re.search(r'SIGTERM: wrote checkpoint \S*model\.ckpt-(\d+)', chief.output())
     assert match, group.logs()
@@ -247,6 +261,7 @@ def test_ps_killed_and_restarted_training_recovers_to_num_steps(tmp_path, data):
         lib.checkpoint_steps(train_dir)) >= 20, _START_SECS, group, 'a checkpoint >= 20')
     for name in ('chief0', 'worker0'):  # Both training, not one still starting.
       lib.wait_for_step(group, tasks[name], 1, timeout=_START_SECS)
+    saved_before_kill = max(lib.checkpoint_steps(train_dir))
     os.killpg(tasks['ps1'].pid, signal.SIGKILL)
     group.wait(tasks['ps1'], timeout=30)
     restarted = lib.start_task(group, cluster, 'ps', 1, config, train_dir,
@@ -256,13 +271,26 @@ def test_ps_killed_and_restarted_training_recovers_to_num_steps(tmp_path, data):
     codes = lib.wait_all(group, remaining, timeout=_EXIT_SECS + _MARGIN_SECS)
     assert set(codes.values()) == {0}, (codes, group.logs())
     match = re.search(r'recovered from a lost peer: restored global step (\d+), '
-                      r'(\d+) step\(s\) lost', chief.output())
+                      r'(\d+) step\(s\) lost \(\S+ was lost at global step (\d+)\)',
+                      chief.output())
+    # (A loss seen outside a step, e.g. by the Supervisor's saver, logs the
+    # step as None; the chief's next step fails as well, first in every run seen.)
     assert match, group.logs()
-    restored, lost = int(match.group(1)), int(match.group(2))
-    assert restored >= 20 and lost >= 0
+    restored, lost, lost_at = (int(g) for g in match.groups())
+    assert restored >= saved_before_kill, (restored, saved_before_kill)
     # The Supervisor names a checkpoint by the step it read just before saving
     # while async training goes on, so model.ckpt-N may hold N or a step more.
     assert 0 <= restored - _restored_step(chief) <= 3, (restored, _restored_step(chief))
+    # The steps lost are those between the checkpoint restored and the step the
+    # chief had reached when ps1 went (to the 3 steps the checkpoint's name may
+    # lag its content); it had reached every step it logged before.
+    checkpoint = _restored_step(chief)
+    assert lost == max(0, lost_at - restored), (lost, lost_at, restored)
+    assert lost_at - checkpoint - 3 <= lost <= max(0, lost_at - checkpoint), (
+        lost, lost_at, checkpoint)
+    before_loss = chief.output().split('lost /job:ps/task:1 at global step')[0]
+    logged = [int(s) for s, _ in re.findall(lib.PROGRESS_RE, before_loss)]
+    assert logged and lost_at >= max(logged), (lost_at, logged)
   # Async: the worker may finish the step it was running.
   assert num_steps <= lib.latest_checkpoint_step(train_dir) <= num_steps + 1
 

@@ -28,6 +28,11 @@ _HOSTS = ['chief0', 'worker0', 'ps0', 'ps1']
 _START_SECS = 150
 _EXIT_SECS = 150
 _MARGIN_SECS = 60
+# What an assertion allows a task beyond a deadline it promises: acting on the
+# deadline (polled every second), telling its peers (one call each) and leaving
+# the process. Measured 2.7-3.3 s past a recovery deadline at load average 12
+# on 2 cores (2026-11-26); a pause like the one of issue 18 (30-60 s) still fails.
+_EXIT_SECS_AFTER_DEADLINE = 10
 
 
 @pytest.fixture
@@ -89,14 +94,18 @@ def test_ps_partitioned_past_the_recovery_timeout_tasks_exit_retryable_and_resta
     # checkpoint while its peer still starts.
     for name in ('chief0', 'worker0'):
       lib.wait_for_step(group, tasks[name], 1, timeout=_START_SECS)
-    network.partition('ps1')
     cut = time.time()
+    network.partition('ps1')
     training = {n: tasks[n] for n in ('chief0', 'worker0')}
-    codes = lib.wait_all(group, training, timeout=recovery_timeout + _MARGIN_SECS)
-    waited = time.time() - cut
+    codes, exit_secs = lib.wait_all_timed(group, training, since=cut,
+                                          timeout=recovery_timeout + _MARGIN_SECS)
     assert codes == {'chief0': exit_codes.RETRYABLE, 'worker0': exit_codes.RETRYABLE}, (
         codes, group.logs())
-    assert waited < recovery_timeout + _MARGIN_SECS
+    # Each task's step watch counts from its last step, before the cut: both are
+    # out within recovery_timeout_secs of it, plus the exit itself.
+    print('seconds from the cut to each exit:', exit_secs)
+    assert max(exit_secs.values()) <= recovery_timeout + _EXIT_SECS_AFTER_DEADLINE, (
+        exit_secs, group.logs())
     # The first task to reach the deadline exits through its step watch and the
     # chief tells ps0 the job failed; a task still waiting may then lose ps0
     # (or, a worker, see the chief go) first. Whichever way a task exits, its

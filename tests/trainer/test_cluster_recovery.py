@@ -156,6 +156,10 @@ def _kill_while_writing_a_checkpoint(process, train_dir, timeout):
       os.killpg(process.pid, signal.SIGKILL)
       process.popen.wait(timeout=30)
       return [name for name in os.listdir(train_dir) if _half_written(name)]
+    # Yield the core between looks: a write takes milliseconds, so a 2 ms
+    # nap still lands inside some of them, and the trainer being watched
+    # (on a shared 2-core machine) gets the CPU a busy loop would take.
+    time.sleep(0.002)
   raise AssertionError('no checkpoint write seen within %ss\n%s' % (timeout, process.output()))
 
 

@@ -20,6 +20,9 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 # Generous: the machine running the suite may be busy.
 _EXIT_SECS = 240
+# From a task's last step to its telling the ps: what a correct run needs (at
+# most 5 s measured, 2026-11-23..26) plus a fixed 10 s for a loaded machine.
+_END_PAUSE_SECS = 15
 
 
 @pytest.fixture
@@ -104,12 +107,15 @@ def test_async_two_workers_converge_like_single_process(tmp_path, data):
     # A worker that starts late may log no progress at all: the other trained.
     last_step = max((s for s, _ in lib.progress(tasks[name])), default=0)
     assert last_step <= 101, tasks[name].output()[-2000:]
-    # Issue 18 item 5: no silent pause at the end. Correct runs take 0.1-5 s
-    # from the last step to telling the ps (closing the session: TF waits for
-    # its ps tasks); the close gives up after termination_grace_secs=25.
+    # Issue 18 item 5: no silent pause at the end (the defect: 32-56 s of
+    # silence). Correct runs take 0.1-5 s from the last step to telling the ps
+    # (closing the session: TF waits for its ps tasks), measured between the
+    # two lines the task prints; the bound sits below the close's own give-up
+    # (termination_grace_secs=25), so a close that hangs until then fails too.
     pause = lib.seconds_between(tasks[name], 'training finished at global step',
                                 'finished training')
-    assert pause < 25 + 10, (pause, tasks[name].output()[-3000:])
+    print('%s: %.1f s from the last step to telling the ps' % (name, pause))
+    assert pause < _END_PAUSE_SECS, (pause, tasks[name].output()[-3000:])
 
   def final_loss(processes):
     # The median: one hard batch among the last steps (async workers read
