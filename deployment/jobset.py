@@ -49,8 +49,6 @@ import json
 import re
 
 from absl import logging
-import tensorflow as tf
-import yaml
 
 from deployment import k8s_pods
 from deployment import replicas as replicas_lib
@@ -329,18 +327,7 @@ def read_jobset(path):
   Raises:
     ValueError: when the file is missing or holds no, several or a bad JobSet.
   """
-  if not tf.io.gfile.exists(path):
-    raise ValueError('%s does not exist' % path)
-  with tf.io.gfile.GFile(path, 'r') as f:
-    try:
-      documents = [d for d in yaml.safe_load_all(f.read()) if d is not None]
-    except yaml.YAMLError as e:
-      raise ValueError('%s is not valid YAML: %s' % (path, e)) from None
-  jobs = [d for d in documents if isinstance(d, dict) and d.get('kind') == 'JobSet']
-  if len(jobs) != 1:
-    raise ValueError('%s must hold exactly one document of kind JobSet, found %d' % (
-        path, len(jobs)))
-  return parse_jobset(jobs[0], source=path)
+  return parse_jobset(tfjob.read_one_of_kind(path, 'JobSet'), source=path)
 
 
 def local_addresses(job, local_cluster):

@@ -186,11 +186,13 @@ def parse_tfjob(manifest, source='<manifest>'):
   return TFJob(name, namespace, specs, _backoff_limit(spec, source), port)
 
 
-def read_tfjob(path):
-  """Reads the one TFJob of a (multi-document) YAML file; other kinds are skipped.
+def read_one_of_kind(path, kind):
+  """The one document of `kind` ('TFJob', 'JobSet') in a multi-document YAML file.
+
+  Documents of other kinds (the NetworkPolicy the writer adds) are skipped.
 
   Raises:
-    ValueError: when the file is missing or holds no, several or a bad TFJob.
+    ValueError: when the file is missing, is not YAML, or holds no or several of `kind`.
   """
   if not tf.io.gfile.exists(path):
     raise ValueError('%s does not exist' % path)
@@ -199,11 +201,20 @@ def read_tfjob(path):
       documents = [d for d in yaml.safe_load_all(f.read()) if d is not None]
     except yaml.YAMLError as e:
       raise ValueError('%s is not valid YAML: %s' % (path, e)) from None
-  jobs = [d for d in documents if isinstance(d, dict) and d.get('kind') == 'TFJob']
+  jobs = [d for d in documents if isinstance(d, dict) and d.get('kind') == kind]
   if len(jobs) != 1:
-    raise ValueError('%s must hold exactly one document of kind TFJob, found %d' % (
-        path, len(jobs)))
-  return parse_tfjob(jobs[0], source=path)
+    raise ValueError('%s must hold exactly one document of kind %s, found %d' % (
+        path, kind, len(jobs)))
+  return jobs[0]
+
+
+def read_tfjob(path):
+  """Reads the one TFJob of a (multi-document) YAML file; other kinds are skipped.
+
+  Raises:
+    ValueError: when the file is missing or holds no, several or a bad TFJob.
+  """
+  return parse_tfjob(read_one_of_kind(path, 'TFJob'), source=path)
 
 
 def service_addresses(job):
