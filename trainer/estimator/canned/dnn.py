@@ -191,6 +191,18 @@ def dnn_logits(features, mode, units, hidden_units, feature_columns, activation_
   return logits
 
 
+def _dnn_model_fn_for(head, **settings):
+  """The model_fn(features, labels, mode, config) of a DNN Estimator with `head`.
+
+  Args:
+    head: the head the Estimator was built with (from its n_classes etc., or the user's).
+    **settings: `_dnn_model_fn`'s keyword arguments after `head`, but `config`.
+  """
+  def model_fn(features, labels, mode, config):
+    return _dnn_model_fn(features, labels, mode, head, config=config, **settings)
+  return model_fn
+
+
 def _dnn_model_fn(features, labels, mode, head, hidden_units, feature_columns,
                   optimizer='Adagrad', activation_fn=tf.nn.relu, dropout=None,
                   input_layer_partitioner=None, config=None, batch_norm=False):
@@ -262,13 +274,11 @@ class DNNClassifier(estimator_lib.Estimator):
                                         label_vocabulary=label_vocabulary,
                                         loss_reduction=loss_reduction)
 
-    def _model_fn(features, labels, mode, config):
-      return _dnn_model_fn(features, labels, mode, head, hidden_units, feature_columns,
-                           optimizer=optimizer, activation_fn=activation_fn, dropout=dropout,
-                           input_layer_partitioner=input_layer_partitioner, config=config,
-                           batch_norm=batch_norm)
-
-    super().__init__(model_fn=_model_fn, model_dir=model_dir, config=config,
+    model_fn = _dnn_model_fn_for(
+        head, hidden_units=hidden_units, feature_columns=feature_columns, optimizer=optimizer,
+        activation_fn=activation_fn, dropout=dropout,
+        input_layer_partitioner=input_layer_partitioner, batch_norm=batch_norm)
+    super().__init__(model_fn=model_fn, model_dir=model_dir, config=config,
                      warm_start_from=warm_start_from)
 
 
@@ -312,13 +322,11 @@ class DNNRegressor(estimator_lib.Estimator):
                                     weight_column=weight_column,
                                     loss_reduction=loss_reduction)
 
-    def _model_fn(features, labels, mode, config):
-      return _dnn_model_fn(features, labels, mode, head, hidden_units, feature_columns,
-                           optimizer=optimizer, activation_fn=activation_fn, dropout=dropout,
-                           input_layer_partitioner=input_layer_partitioner, config=config,
-                           batch_norm=batch_norm)
-
-    super().__init__(model_fn=_model_fn, model_dir=model_dir, config=config,
+    model_fn = _dnn_model_fn_for(
+        head, hidden_units=hidden_units, feature_columns=feature_columns, optimizer=optimizer,
+        activation_fn=activation_fn, dropout=dropout,
+        input_layer_partitioner=input_layer_partitioner, batch_norm=batch_norm)
+    super().__init__(model_fn=model_fn, model_dir=model_dir, config=config,
                      warm_start_from=warm_start_from)
 
 
@@ -353,11 +361,9 @@ class DNNEstimator(estimator_lib.Estimator):
     hidden_units, feature_columns = check_dnn_arguments(hidden_units, feature_columns, dropout,
                                                         optimizer)
 
-    def _model_fn(features, labels, mode, config):
-      return _dnn_model_fn(features, labels, mode, head, hidden_units, feature_columns,
-                           optimizer=optimizer, activation_fn=activation_fn, dropout=dropout,
-                           input_layer_partitioner=input_layer_partitioner, config=config,
-                           batch_norm=batch_norm)
-
-    super().__init__(model_fn=_model_fn, model_dir=model_dir, config=config,
+    model_fn = _dnn_model_fn_for(
+        head, hidden_units=hidden_units, feature_columns=feature_columns, optimizer=optimizer,
+        activation_fn=activation_fn, dropout=dropout,
+        input_layer_partitioner=input_layer_partitioner, batch_norm=batch_norm)
+    super().__init__(model_fn=model_fn, model_dir=model_dir, config=config,
                      warm_start_from=warm_start_from)

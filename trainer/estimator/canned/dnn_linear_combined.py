@@ -91,6 +91,18 @@ def _trainable(scope_name):
                                      scope=scope_name + '/')
 
 
+def _combined_model_fn_for(head, **settings):
+  """The model_fn(features, labels, mode, config) of a wide-and-deep Estimator with `head`.
+
+  Args:
+    head: the head the Estimator was built with (from its n_classes etc., or the user's).
+    **settings: `_dnn_linear_combined_model_fn`'s keyword arguments after `head`, but `config`.
+  """
+  def model_fn(features, labels, mode, config):
+    return _dnn_linear_combined_model_fn(features, labels, mode, head, config=config, **settings)
+  return model_fn
+
+
 def _dnn_linear_combined_model_fn(features, labels, mode, head, linear_feature_columns=(),
                                   linear_optimizer='Ftrl', dnn_feature_columns=(),
                                   dnn_optimizer='Adagrad', dnn_hidden_units=None,
@@ -189,16 +201,13 @@ class DNNLinearCombinedClassifier(estimator_lib.Estimator):
                                         label_vocabulary=label_vocabulary,
                                         loss_reduction=loss_reduction)
 
-    def _model_fn(features, labels, mode, config):
-      return _dnn_linear_combined_model_fn(
-          features, labels, mode, head, linear_feature_columns=linear_columns,
-          linear_optimizer=linear_optimizer, dnn_feature_columns=dnn_columns,
-          dnn_optimizer=dnn_optimizer, dnn_hidden_units=hidden_units,
-          dnn_activation_fn=dnn_activation_fn, dnn_dropout=dnn_dropout,
-          input_layer_partitioner=input_layer_partitioner, config=config,
-          batch_norm=batch_norm, linear_sparse_combiner=linear_sparse_combiner)
-
-    super().__init__(model_fn=_model_fn, model_dir=model_dir, config=config,
+    model_fn = _combined_model_fn_for(
+        head, linear_feature_columns=linear_columns, linear_optimizer=linear_optimizer,
+        dnn_feature_columns=dnn_columns, dnn_optimizer=dnn_optimizer,
+        dnn_hidden_units=hidden_units, dnn_activation_fn=dnn_activation_fn,
+        dnn_dropout=dnn_dropout, input_layer_partitioner=input_layer_partitioner,
+        batch_norm=batch_norm, linear_sparse_combiner=linear_sparse_combiner)
+    super().__init__(model_fn=model_fn, model_dir=model_dir, config=config,
                      warm_start_from=warm_start_from)
 
 
@@ -246,16 +255,13 @@ class DNNLinearCombinedRegressor(estimator_lib.Estimator):
                                     weight_column=weight_column,
                                     loss_reduction=loss_reduction)
 
-    def _model_fn(features, labels, mode, config):
-      return _dnn_linear_combined_model_fn(
-          features, labels, mode, head, linear_feature_columns=linear_columns,
-          linear_optimizer=linear_optimizer, dnn_feature_columns=dnn_columns,
-          dnn_optimizer=dnn_optimizer, dnn_hidden_units=hidden_units,
-          dnn_activation_fn=dnn_activation_fn, dnn_dropout=dnn_dropout,
-          input_layer_partitioner=input_layer_partitioner, config=config,
-          batch_norm=batch_norm, linear_sparse_combiner=linear_sparse_combiner)
-
-    super().__init__(model_fn=_model_fn, model_dir=model_dir, config=config,
+    model_fn = _combined_model_fn_for(
+        head, linear_feature_columns=linear_columns, linear_optimizer=linear_optimizer,
+        dnn_feature_columns=dnn_columns, dnn_optimizer=dnn_optimizer,
+        dnn_hidden_units=hidden_units, dnn_activation_fn=dnn_activation_fn,
+        dnn_dropout=dnn_dropout, input_layer_partitioner=input_layer_partitioner,
+        batch_norm=batch_norm, linear_sparse_combiner=linear_sparse_combiner)
+    super().__init__(model_fn=model_fn, model_dir=model_dir, config=config,
                      warm_start_from=warm_start_from)
 
 
@@ -294,14 +300,11 @@ class DNNLinearCombinedEstimator(estimator_lib.Estimator):
         linear_feature_columns, linear_optimizer, dnn_feature_columns, dnn_optimizer,
         dnn_hidden_units, dnn_dropout, linear_sparse_combiner)
 
-    def _model_fn(features, labels, mode, config):
-      return _dnn_linear_combined_model_fn(
-          features, labels, mode, head, linear_feature_columns=linear_columns,
-          linear_optimizer=linear_optimizer, dnn_feature_columns=dnn_columns,
-          dnn_optimizer=dnn_optimizer, dnn_hidden_units=hidden_units,
-          dnn_activation_fn=dnn_activation_fn, dnn_dropout=dnn_dropout,
-          input_layer_partitioner=input_layer_partitioner, config=config,
-          batch_norm=batch_norm, linear_sparse_combiner=linear_sparse_combiner)
-
-    super().__init__(model_fn=_model_fn, model_dir=model_dir, config=config,
+    model_fn = _combined_model_fn_for(
+        head, linear_feature_columns=linear_columns, linear_optimizer=linear_optimizer,
+        dnn_feature_columns=dnn_columns, dnn_optimizer=dnn_optimizer,
+        dnn_hidden_units=hidden_units, dnn_activation_fn=dnn_activation_fn,
+        dnn_dropout=dnn_dropout, input_layer_partitioner=input_layer_partitioner,
+        batch_norm=batch_norm, linear_sparse_combiner=linear_sparse_combiner)
+    super().__init__(model_fn=model_fn, model_dir=model_dir, config=config,
                      warm_start_from=warm_start_from)
