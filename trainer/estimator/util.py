@@ -7,6 +7,9 @@ partials and bound methods included), so the Estimator can pass `mode`,
 `tf.data.Dataset`, a `(features, labels)` tuple or features alone -- into
 `(features, labels, hooks)`, where a Dataset gets an initializable iterator
 and a hook running its initializer when the session is created.
+The last section holds the steps `Estimator.train` takes around a TRAIN
+`EstimatorSpec` before its loop (`publish_loss`, `standard_training_hooks`,
+`add_default_saver`, `checkpoint_hook`, `attach_listeners`, `summary_duty`).
 """
 
 import functools
