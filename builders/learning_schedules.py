@@ -34,6 +34,86 @@ def _float_step(global_step):
   return tf.cast(global_step, tf.float32)
 
 
+def _linear_ramp(step, rate_at_zero, rate_at_end, length):
+  """The straight line from `rate_at_zero` (step 0) to `rate_at_end`.
+
+  Args:
+    step: float32 scalar tensor.
+    rate_at_zero: Python float, the value at step 0.
+    rate_at_end: Python float, the value at step `length`.
+    length: positive Python int.
+
+  Returns:
+    A float32 scalar tensor.
+  """
+  rise_per_step = (rate_at_end - rate_at_zero) / length
+  return rate_at_zero + rise_per_step * step
+
+
+def _select_first(overrides, fallback, name):
+  """Picks the value of the first `(condition, value)` pair that holds.
+
+  Args:
+    overrides: list of `(bool tensor, float32 tensor)` pairs, by priority.
+    fallback: float32 tensor used when no condition holds.
+    name: name of the resulting op.
+
+  Returns:
+    A float32 scalar tensor named `name`.
+  """
+  # Fold from the lowest priority up so the first pair ends outermost.
+  chosen = fallback
+  for condition, value in reversed(overrides[1:]):
+    chosen = tf.where(condition, value, chosen)
+  condition, value = overrides[0]
+  return tf.where(condition, value, chosen, name=name)
+
+
+def _check_stepping(boundaries, rates):
+  """Rejects `manual_stepping` arguments it cannot turn into a schedule.
+
+  Args:
+    boundaries: the caller's step boundaries.
+    rates: the caller's rates.
+
+  Raises:
+    ValueError: naming the first rule the arguments break.
+  """
+  if not all(isinstance(b, int) and b >= 0 for b in boundaries):
+    raise ValueError('boundaries must be a list of positive integers')
+  for earlier, later in zip(boundaries, boundaries[1:]):
+    if later <= earlier:
+      raise ValueError('Entries in boundaries must be strictly increasing.')
+  if not all(isinstance(r, float) for r in rates):
+    raise ValueError('Learning rates must be floats')
+  if len(boundaries) + 1 != len(rates):
+    raise ValueError('Number of provided learning rates must exceed '
+                     'number of boundary points by exactly 1.')
+  if boundaries and not boundaries[0]:
+    raise ValueError('First step cannot be zero.')
+
+
+def _step_table(boundaries, rates, warmup):
+  """Expands `manual_stepping`'s arguments into per-threshold rates.
+
+  Args:
+    boundaries: validated list of step boundaries.
+    rates: validated list of rates, one more than `boundaries`.
+    warmup: whether the steps before `boundaries[0]` ramp linearly.
+
+  Returns:
+    `(thresholds, table)`: the rate at a step is `table[k]` where `k` is the
+    number of thresholds that are `<=` the step, so `len(table) ==
+    len(thresholds) + 1`.
+  """
+  if not (warmup and boundaries):
+    return boundaries, rates
+  first = boundaries[0]
+  # One threshold per step of the ramp, each with its own interpolated rate.
+  ramp = [rates[0] + (rates[1] - rates[0]) * k / first for k in range(first)]
+  return list(range(1, first)) + boundaries, ramp + rates[1:]
+
+
 def exponential_decay_with_burnin(global_step,
                                   learning_rate_base,
                                   learning_rate_decay_steps,
@@ -120,8 +200,8 @@ def exponential_decay_with_warmup(global_step,
           staircase=staircase),
       min_learning_rate)
   if warmup_steps > 0:
-    slope = (learning_rate_base - warmup_learning_rate) / warmup_steps
-    warmup_rate = slope * _float_step(global_step) + warmup_learning_rate
+    warmup_rate = _linear_ramp(_float_step(global_step), warmup_learning_rate,
+                               learning_rate_base, warmup_steps)
   else:
     warmup_rate = post_warmup_learning_rate
   in_warmup = tf.less(tf.cast(global_step, tf.int32), tf.constant(warmup_steps))
@@ -160,24 +240,25 @@ def cosine_decay_with_warmup(global_step,
   """
   if total_steps < warmup_steps:
     raise ValueError('total_steps must be larger or equal to warmup_steps.')
+  if warmup_steps > 0 and learning_rate_base < warmup_learning_rate:
+    raise ValueError('learning_rate_base must be larger or equal to '
+                     'warmup_learning_rate.')
   step = _float_step(global_step)
-  decay_steps = float(total_steps - warmup_steps - hold_base_rate_steps)
-  learning_rate = 0.5 * learning_rate_base * (1 + tf.cos(
-      np.pi * (step - warmup_steps - hold_base_rate_steps) / decay_steps))
-  if hold_base_rate_steps > 0:
-    learning_rate = tf.where(
-        global_step > warmup_steps + hold_base_rate_steps, learning_rate,
-        tf.constant(learning_rate_base, tf.float32))
+  decay_start = warmup_steps + hold_base_rate_steps
+  # How far along the half cosine we are: 0 at `decay_start`, 1 at the end.
+  progress = (step - decay_start) / float(total_steps - decay_start)
+  annealed = learning_rate_base * 0.5 * (1.0 + tf.cos(np.pi * progress))
+
+  # Earlier entries win; the cosine applies where none of them does.
+  overrides = [(global_step > total_steps, tf.constant(0.0, tf.float32))]
   if warmup_steps > 0:
-    if learning_rate_base < warmup_learning_rate:
-      raise ValueError('learning_rate_base must be larger or equal to '
-                       'warmup_learning_rate.')
-    slope = (learning_rate_base - warmup_learning_rate) / warmup_steps
-    warmup_rate = slope * step + warmup_learning_rate
-    learning_rate = tf.where(global_step < warmup_steps, warmup_rate,
-                             learning_rate)
-  return tf.where(global_step > total_steps, tf.constant(0.0, tf.float32),
-                  learning_rate, name='learning_rate')
+    ramp = _linear_ramp(step, warmup_learning_rate, learning_rate_base,
+                        warmup_steps)
+    overrides.append((global_step < warmup_steps, ramp))
+  if hold_base_rate_steps > 0:
+    overrides.append((global_step <= decay_start,
+                      tf.constant(learning_rate_base, tf.float32)))
+  return _select_first(overrides, annealed, name='learning_rate')
 
 
 def manual_stepping(global_step, boundaries, rates, warmup=False):
@@ -204,36 +285,10 @@ def manual_stepping(global_step, boundaries, rates, warmup=False):
       increasing, if rates are not floats, if `len(rates) !=
       len(boundaries) + 1`, or if the first boundary is 0.
   """
-  if any(b < 0 for b in boundaries) or any(
-      not isinstance(b, int) for b in boundaries):
-    raise ValueError('boundaries must be a list of positive integers')
-  if any(b_next <= b for b_next, b in zip(boundaries[1:], boundaries[:-1])):
-    raise ValueError('Entries in boundaries must be strictly increasing.')
-  if any(not isinstance(r, float) for r in rates):
-    raise ValueError('Learning rates must be floats')
-  if len(rates) != len(boundaries) + 1:
-    raise ValueError('Number of provided learning rates must exceed '
-                     'number of boundary points by exactly 1.')
-  if boundaries and boundaries[0] == 0:
-    raise ValueError('First step cannot be zero.')
-
-  boundaries = list(boundaries)
-  rates = list(rates)
-  if warmup and boundaries:
-    slope = (rates[1] - rates[0]) * 1.0 / boundaries[0]
-    warmup_steps = list(range(boundaries[0]))
-    warmup_rates = [rates[0] + slope * step for step in warmup_steps]
-    boundaries = warmup_steps + boundaries
-    rates = warmup_rates + rates[1:]
-  else:
-    boundaries = [0] + boundaries
-  num_boundaries = len(boundaries)
-
-  step = tf.cast(global_step, tf.int64)
-  passed = tf.greater_equal(step, tf.constant(boundaries, tf.int64))
-  rate_index = tf.reduce_max(
-      tf.where(passed, tf.range(num_boundaries),
-               tf.zeros([num_boundaries], tf.int32)))
-  return tf.reduce_sum(
-      tf.constant(rates, tf.float32) * tf.one_hot(rate_index, num_boundaries),
-      name='learning_rate')
+  _check_stepping(boundaries, rates)
+  thresholds, table = _step_table(list(boundaries), list(rates), warmup)
+  # The rate index is simply how many thresholds the step has reached.
+  reached = tf.greater_equal(tf.cast(global_step, tf.int64),
+                             tf.constant(thresholds, tf.int64))
+  index = tf.reduce_sum(tf.cast(reached, tf.int32))
+  return tf.gather(tf.constant(table, tf.float32), index, name='learning_rate')

@@ -206,43 +206,81 @@ def _assign_from_checkpoint(model_path, var_list, ignore_missing_vars=False):
     ValueError: when an entry is missing (and not ignored), or an unsliced
       variable's shape differs from the checkpoint's.
   """
-  slim_variables = importlib.import_module('tf_slim.ops.variables')
-  wanted = collections.OrderedDict()
-  if isinstance(var_list, (list, tuple)):
-    for variable in var_list:
-      wanted.setdefault(slim_variables.get_variable_full_name(variable), []).append(variable)
-  else:
-    for name, value in var_list.items():
-      wanted[name] = list(value) if isinstance(value, (list, tuple)) else [value]
-
   reader = _checkpoint_reader.NewCheckpointReader(model_path)
-  assign_ops = []
-  feed_dict = {}
-  for name, variables in wanted.items():
-    if not reader.has_tensor(name):
-      message = 'Checkpoint is missing variable [%s]' % name
-      if not ignore_missing_vars:
-        raise ValueError(message)
-      _logging.warning(message)
+  # First decide every (variable, value) pair, then build the graph pieces.
+  restores = []
+  for entry, variables in _variables_by_entry(var_list).items():
+    if not reader.has_tensor(entry):
+      _report_missing_entry(entry, ignore_missing_vars)
       continue
-    stored = reader.get_tensor(name)
-    for variable in variables:
-      feed = _array_ops.placeholder(dtype=variable.dtype.base_dtype,
-                                    shape=variable.get_shape(),
-                                    name='placeholder/' + variable.op.name)
-      assign_ops.append(variable.assign(feed))
-      slice_info = variable._save_slice_info  # pylint: disable=protected-access
-      if slice_info:
-        window = tuple(slice(offset, offset + size)
-                       for offset, size in zip(slice_info.var_offset, slice_info.var_shape))
-        feed_dict[feed] = stored[window].reshape(slice_info.var_shape)
-      elif variable.get_shape() != stored.shape:
-        raise ValueError('Total size of new array must be unchanged for %s '
-                         'lh_shape: [%s], rh_shape: [%s]'
-                         % (name, str(stored.shape), str(variable.get_shape())))
-      else:
-        feed_dict[feed] = stored
-  return _control_flow_ops.group(*assign_ops), feed_dict
+    whole = reader.get_tensor(entry)
+    restores.extend((variable, _part_held_by(variable, whole, entry))
+                    for variable in variables)
+  feed_dict = {}
+  assigns = []
+  for variable, value in restores:
+    # The value reaches the graph through the feed, never as a constant.
+    feed = _array_ops.placeholder(dtype=variable.dtype.base_dtype,
+                                  shape=variable.get_shape(),
+                                  name='placeholder/' + variable.op.name)
+    feed_dict[feed] = value
+    assigns.append(variable.assign(feed))
+  return _control_flow_ops.group(*assigns), feed_dict
+
+
+def _variables_by_entry(var_list):
+  """Maps each checkpoint entry to the variables restored from it.
+
+  Args:
+    var_list: `_assign_from_checkpoint`'s argument (list or dict).
+
+  Returns:
+    An OrderedDict from entry name to a list of variables; the slices of a
+    partitioned variable share their full variable's entry.
+  """
+  if hasattr(var_list, 'items'):
+    return collections.OrderedDict(
+        (entry, list(value) if isinstance(value, (list, tuple)) else [value])
+        for entry, value in var_list.items())
+  full_name = importlib.import_module('tf_slim.ops.variables').get_variable_full_name
+  grouped = collections.OrderedDict()
+  for variable in var_list:
+    grouped.setdefault(full_name(variable), []).append(variable)
+  return grouped
+
+
+def _report_missing_entry(entry, ignore_missing_vars):
+  """Raises for a checkpoint entry that is not there, or only warns when asked."""
+  message = 'Checkpoint is missing variable [%s]' % entry
+  if not ignore_missing_vars:
+    raise ValueError(message)
+  _logging.warning(message)
+
+
+def _part_held_by(variable, whole, entry):
+  """The part of checkpoint array `whole` that `variable` holds.
+
+  Args:
+    variable: a variable, possibly one slice of a partitioned variable.
+    whole: the checkpoint's numpy value of `entry`.
+    entry: the checkpoint entry name, for the error text.
+
+  Returns:
+    `whole` itself, or for a slice the window its save-slice info names.
+
+  Raises:
+    ValueError: when an unsliced variable's shape is not `whole`'s.
+  """
+  info = variable._save_slice_info  # pylint: disable=protected-access
+  if info:
+    # Indexing with a tuple of slices: numpy >= 1.23 rejects tf-slim's list.
+    ends = [offset + size for offset, size in zip(info.var_offset, info.var_shape)]
+    return whole[tuple(map(slice, info.var_offset, ends))].reshape(info.var_shape)
+  if variable.get_shape() != whole.shape:
+    raise ValueError('Total size of new array must be unchanged for %s '
+                     'lh_shape: [%s], rh_shape: [%s]'
+                     % (entry, str(whole.shape), str(variable.get_shape())))
+  return whole
 
 
 def _assign_from_checkpoint_needs_fix():

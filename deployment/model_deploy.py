@@ -71,6 +71,7 @@ entered with `tf.compat.v1.device`; TF 2.21's `tf.device` rejects functions.
 """
 
 import collections
+import functools
 
 import tensorflow as tf
 import tf_slim as slim
@@ -149,33 +150,54 @@ def create_clones(config, model_fn, args=None, kwargs=None):
   Returns:
     One `Clone(outputs, scope, device)` per clone, in clone order.
   """
-  clones = []
-  args = args or []
-  kwargs = kwargs or {}
+  build_model = functools.partial(model_fn, *(args or ()), **(kwargs or {}))
   variables_device = config.variables_device()
   replicator = None
   if config.variable_update == 'replicated':
     replicator = replicated.Replicator(
         [config.clone_device(i) for i in range(config.num_clones)],
         variables_device, all_reduce=config.all_reduce)
+  # slim.variable / slim.model_variable take their device from this arg_scope;
+  # plain get_variable calls get theirs from each clone's custom getter.
   with slim.arg_scope([slim.model_variable, slim.variable], device=variables_device):
-    for i in range(config.num_clones):
-      with tf.compat.v1.name_scope(config.clone_scope(i)) as clone_scope:
-        clone_device = config.clone_device(i)
-        getter = (replicator.custom_getter(i) if replicator
-                  else _variables_getter(variables_device))
-        with tf.compat.v1.device(clone_device):
-          known = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.REGULARIZATION_LOSSES)
-          with tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope(),
-                                           reuse=True if i > 0 else None,
-                                           custom_getter=getter):
-            outputs = model_fn(*args, **kwargs)
-          if replicator and i > 0:
-            replicator.drop_copy_regularizers(known)
-          clones.append(Clone(outputs, clone_scope, clone_device))
+    clones = [_build_clone(config, index, build_model, replicator, variables_device)
+              for index in range(config.num_clones)]
   if replicator:
     replicated.register(clones, replicator)
   return clones
+
+
+def _build_clone(config, index, build_model, replicator, variables_device):
+  """Calls `build_model()` for clone `index` under its scope and device.
+
+  Args:
+    config: the `DeploymentConfig`.
+    index: the clone's position; clone 0 creates the variables, the later
+      clones reuse them.
+    build_model: `model_fn` with its arguments bound.
+    replicator: the `replicated.Replicator` in replicated mode, else None.
+    variables_device: `config.variables_device()`, computed once.
+
+  Returns:
+    The clone's `Clone`.
+  """
+  device = config.clone_device(index)
+  if replicator:
+    getter = replicator.custom_getter(index)
+  else:
+    getter = _variables_getter(variables_device)
+  reuse = True if index > 0 else None
+  with tf.compat.v1.name_scope(config.clone_scope(index)) as scope, \
+      tf.compat.v1.device(device):
+    regularizers_before = tf.compat.v1.get_collection(
+        tf.compat.v1.GraphKeys.REGULARIZATION_LOSSES)
+    with tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope(), reuse=reuse,
+                                     custom_getter=getter):
+      outputs = build_model()
+    if replicator and index > 0:
+      # Each replica's copy re-registers the regularizers; keep clone 0's only.
+      replicator.drop_copy_regularizers(regularizers_before)
+  return Clone(outputs, scope, device)
 
 
 def _gather_clone_loss(clone, num_clones, regularization_losses):
@@ -193,25 +215,33 @@ def _gather_clone_loss(clone, num_clones, regularization_losses):
   Returns:
     A scalar tensor, or None.
   """
-  parts = []
-  summaries = []
   with tf.compat.v1.device(clone.device):
-    own_losses = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.LOSSES, clone.scope)
-    if own_losses:
-      clone_loss = tf.add_n(own_losses, name='clone_loss')
-      if num_clones > 1:
-        clone_loss = tf.compat.v1.div(clone_loss, 1.0 * num_clones, name='scaled_clone_loss')
-      parts.append(clone_loss)
-      summaries.append(('Losses/clone_loss', clone_loss))
+    share = _own_loss_share(clone, num_clones)
+    regularization = None
     if regularization_losses:
       regularization = tf.add_n(regularization_losses, name='regularization_loss')
-      parts.append(regularization)
-      summaries.append(('Losses/regularization_loss', regularization))
-    clone_total = tf.add_n(parts) if parts else None
-  # Summary ops are CPU-only; build them outside the clone's (GPU) device.
-  for tag, value in summaries:
-    tf.compat.v1.summary.scalar(tag, value)
+    terms = [term for term in (share, regularization) if term is not None]
+    clone_total = tf.add_n(terms) if terms else None
+  # tf.summary.scalar has CPU kernels only: keep it off the clone's GPU.
+  if share is not None:
+    tf.compat.v1.summary.scalar('Losses/clone_loss', share)
+  if regularization is not None:
+    tf.compat.v1.summary.scalar('Losses/regularization_loss', regularization)
   return clone_total
+
+
+def _own_loss_share(clone, num_clones):
+  """The sum of the clone's LOSSES divided by `num_clones`, or None if it has none.
+
+  Summing the shares of all clones gives the mean loss over the clones.
+  """
+  own = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.LOSSES, clone.scope)
+  if not own:
+    return None
+  summed = tf.add_n(own, name='clone_loss')
+  if num_clones == 1:
+    return summed
+  return tf.compat.v1.div(summed, 1.0 * num_clones, name='scaled_clone_loss')
 
 
 def _clone_losses_and_gradients(clones, regularization_losses, gradient_fn=None):
@@ -518,17 +548,17 @@ class DeploymentConfig(object):
       if len(clone_devices) != num_clones:
         raise ValueError('clone_devices must list num_clones=%d devices, got %r' % (
             num_clones, clone_devices))
-    self._num_clones = num_clones
-    self._clone_on_cpu = clone_on_cpu
-    self._replica_id = replica_id
-    self._num_replicas = num_replicas
-    self._num_ps_tasks = num_ps_tasks
-    self._ps_device = '/job:' + ps_job_name if num_ps_tasks > 0 else ''
-    self._worker_device = '/job:' + worker_job_name if num_ps_tasks > 0 else ''
-    self._variable_update = variable_update
-    self._ps_strategy = ps_strategy
-    self._all_reduce = all_reduce
+    # Where the clones run and how their variables are kept in step.
+    self._num_clones, self._clone_on_cpu = num_clones, clone_on_cpu
     self._clone_devices = clone_devices
+    self._variable_update, self._all_reduce = variable_update, all_reduce
+    # This replica among the cluster's, and the ps tasks it shares.
+    self._replica_id, self._num_replicas = replica_id, num_replicas
+    self._num_ps_tasks, self._ps_strategy = num_ps_tasks, ps_strategy
+    # Device strings name a job only when there is a ps job to tell apart.
+    with_jobs = num_ps_tasks > 0
+    self._ps_device = '/job:%s' % ps_job_name if with_jobs else ''
+    self._worker_device = '/job:%s' % worker_job_name if with_jobs else ''
 
   @property
   def num_clones(self):

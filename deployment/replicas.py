@@ -50,8 +50,8 @@ EXIT_CODE = 'ExitCode'
 ALWAYS = 'Always'
 RESTART_POLICIES = (NEVER, ON_FAILURE, EXIT_CODE, ALWAYS)
 
-# Replica types in the order tasks start: ps first, so that training tasks
-# find their parameter servers sooner; the evaluator last.
+# Start order of the replica types. Parameter servers go up before anyone who
+# connects to them, and the evaluator, which only reads checkpoints, comes last.
 REPLICA_TYPES = ('ps', 'chief', 'master', 'worker', 'evaluator')
 # The types of the training cluster (the tasks that run a gRPC server).
 CLUSTER_TYPES = ('chief', 'master', 'worker', 'ps')

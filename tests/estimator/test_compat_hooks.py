@@ -8,6 +8,7 @@ listeners replacing the Estimator's own saver, and a custom
 """
 
 import glob
+import json
 import os
 import sys
 
@@ -138,6 +139,28 @@ def test_saving_listeners_go_to_the_users_saver_hook(tmp_path):
             hooks=[tfe.CheckpointSaverHook(model_dir, save_steps=3)])
   assert listener.saved_steps[-1] == 6 and 3 in listener.saved_steps
 
+
+
+@pytest.mark.parametrize('task_type,task_id,expect_hooks', [
+    ('worker', 0, True), ('worker', 1, False), ('master', 0, False)])
+def test_worker_zero_writes_summaries_when_a_master_evaluates(
+    monkeypatch, task_type, task_id, expect_hooks):
+  # The Estimator's own choice (estimator/util.py summary_duty): beside a
+  # master, only worker 0 gets the summary and step-rate hooks, and the
+  # chief's session writes none.
+  from trainer.estimator import util
+  cluster = {'master': ['localhost:1'], 'worker': ['localhost:2', 'localhost:3']}
+  monkeypatch.setenv('TF_CONFIG', json.dumps(
+      {'cluster': cluster, 'task': {'type': task_type, 'index': task_id}}))
+  config = tfe.RunConfig(save_summary_steps=7, log_step_count_steps=9)
+  with tf.Graph().as_default():
+    loss = tf.constant(1.0)
+    spec = tfe.EstimatorSpec(tfe.ModeKeys.TRAIN, loss=loss, train_op=tf.no_op())
+    hooks = []
+    cadences = util.summary_duty(spec, hooks, config, '/tmp/unused_model_dir')
+  assert cadences == (None, None)
+  kinds = sorted(type(hook).__name__ for hook in hooks)
+  assert kinds == (['StepCounterHook', 'SummarySaverHook'] if expect_hooks else [])
 
 def test_evaluation_hooks_from_the_model_fn(tmp_path):
   est = tfe.Estimator(model_fn, model_dir=str(tmp_path), config=tfe.RunConfig(

@@ -180,7 +180,7 @@ def _check_estimator(estimator):
 
 def make_early_stopping_hook(estimator, should_stop_fn, run_every_secs=60,
                              run_every_steps=None):
-  """A training hook that stops training when `should_stop_fn()` returns True.
+  """Builds a hook that ends training on the first check where `should_stop_fn()` is true.
 
   Args:
     estimator: the `Estimator` being trained.
@@ -194,7 +194,7 @@ def make_early_stopping_hook(estimator, should_stop_fn, run_every_secs=60,
 
   Raises:
     TypeError: when `estimator` is not an Estimator.
-    ValueError: when both `run_every_secs` and `run_every_steps` are set.
+    ValueError: when the check period is given in seconds and in steps at once.
   """
   _check_estimator(estimator)
   if run_every_secs is not None and run_every_steps is not None:

@@ -60,20 +60,29 @@ _ALLOWED_OVERRIDES = {'model_fn', '_create_and_assert_global_step', '_export_all
 
 
 def _verify_model_fn_args(model_fn, params):
-  """Raises ValueError for a model_fn whose arguments the Estimator cannot fill."""
-  args = set(util.fn_args(model_fn))
-  if 'features' not in args:
-    raise ValueError('model_fn (%s) must include features argument.' % model_fn)
-  if params is not None and 'params' not in args:
-    raise ValueError('model_fn (%s) does not include params argument, but params (%s) is '
-                     'passed to Estimator.' % (model_fn, params))
-  if params is None and 'params' in args:
-    logging.warning("Estimator's model_fn (%s) includes params argument, but params are not "
-                    'passed to Estimator.', model_fn)
-  non_valid_args = sorted(args - _VALID_MODEL_FN_ARGS)
-  if non_valid_args:
-    raise ValueError('model_fn (%s) has following not expected args: %s' % (
-        model_fn, non_valid_args))
+  """Checks that the Estimator knows how to fill every argument of `model_fn`.
+
+  `features` is the one required argument; `params` must be declared when
+  params are given (declaring it without params only earns a warning).
+
+  Raises:
+    ValueError: naming `model_fn` and the first mismatch found.
+  """
+  declared = set(util.fn_args(model_fn))
+  takes_params = 'params' in declared
+  if 'features' not in declared:
+    complaint = 'must include features argument.'
+  elif params is not None and not takes_params:
+    complaint = ('does not include params argument, but params (%s) is passed to '
+                 'Estimator.' % (params,))
+  else:
+    if params is None and takes_params:
+      logging.warning("Estimator's model_fn (%s) includes params argument, but params are "
+                      'not passed to Estimator.', model_fn)
+    unknown = sorted(declared - _VALID_MODEL_FN_ARGS)
+    complaint = unknown and 'has following not expected args: %s' % (unknown,)
+  if complaint:
+    raise ValueError('model_fn (%s) %s' % (model_fn, complaint))
 
 
 def _default_session_config():
@@ -324,64 +333,25 @@ class Estimator(object):
                                              saving_listeners)
 
   def _train_with_estimator_spec(self, spec, global_step, worker_hooks, saving_listeners):
-    """Adds the default hooks and saver, then runs train_op until a hook stops."""
-    if self._warm_start_settings and not self.latest_checkpoint():
-      logging.info('Warm-starting with WarmStartSettings: %s', self._warm_start_settings)
-      warm_starting.warm_start(self._warm_start_settings)
-    summaries = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SUMMARIES)
-    if not any(s.op.name == 'loss' for s in summaries):
-      tf.compat.v1.summary.scalar('loss', spec.loss)
-    tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.LOSSES, spec.loss)
-    worker_hooks = list(worker_hooks)
-    worker_hooks.append(tf.compat.v1.train.NanTensorHook(spec.loss))
-    if self._config.log_step_count_steps is not None:
-      worker_hooks.append(tf.compat.v1.train.LoggingTensorHook(
-          {'loss': spec.loss, 'step': global_step},
-          every_n_iter=self._config.log_step_count_steps))
-    worker_hooks.extend(spec.training_hooks)
-    if not (spec.scaffold.saver or
-            tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS)):
-      tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.SAVERS, tf.compat.v1.train.Saver(
-          sharded=True, max_to_keep=self._config.keep_checkpoint_max,
-          keep_checkpoint_every_n_hours=self._config.keep_checkpoint_every_n_hours,
-          defer_build=True, save_relative_paths=True))
-    chief_hooks = []
-    all_hooks = worker_hooks + list(spec.training_chief_hooks)
-    saver_hooks = [h for h in all_hooks
-                   if isinstance(h, tf.compat.v1.train.CheckpointSaverHook)]
-    if self._config.save_checkpoints_secs or self._config.save_checkpoints_steps:
-      if not saver_hooks:
-        chief_hooks = [tf.compat.v1.train.CheckpointSaverHook(
-            self._model_dir, save_secs=self._config.save_checkpoints_secs,
-            save_steps=self._config.save_checkpoints_steps, scaffold=spec.scaffold,
-            save_graph_def=self._config.checkpoint_save_graph_def)]
-        saver_hooks = [chief_hooks[0]]
-    if saving_listeners:
-      if not saver_hooks:
-        raise ValueError('There should be a CheckpointSaverHook to use saving_listeners. '
-                         'Please set one of the RunConfig.save_checkpoints_steps or '
-                         'RunConfig.save_checkpoints_secs.')
-      # One saver hook is expected; like tf.estimator, the first gets the listeners.
-      for listener in saving_listeners:
-        if listener not in saver_hooks[0]._listeners:  # pylint: disable=protected-access
-          saver_hooks[0]._listeners.append(listener)  # pylint: disable=protected-access
-    save_summary_steps = self._config.save_summary_steps
-    log_step_count_steps = self._config.log_step_count_steps
-    jobs = self._config.cluster_spec.jobs
-    if 'master' in jobs and 'worker' in jobs:
-      # The master also evaluates; worker 0 keeps the summary cadence steady.
-      is_worker0 = self._config.task_type == 'worker' and self._config.task_id == 0
-      if is_worker0:
-        worker_hooks.append(tf.compat.v1.train.SummarySaverHook(
-            save_steps=save_summary_steps, output_dir=self._model_dir,
-            scaffold=spec.scaffold))
-        worker_hooks.append(tf.compat.v1.train.StepCounterHook(
-            every_n_steps=log_step_count_steps, output_dir=self._model_dir))
-      save_summary_steps = log_step_count_steps = None
+    """Completes what `model_fn` left out, then runs `spec.train_op` until a hook stops.
+
+    "What it left out" is the warm start of a fresh model_dir, a `loss`
+    summary, the standard per-step hooks, a default Saver, a checkpoint hook
+    carrying `saving_listeners`, and (beside a master) worker 0's summaries.
+    """
+    config, model_dir = self._config, self._model_dir
+    self._maybe_warm_start(self.latest_checkpoint())
+    util.publish_loss(spec.loss)
+    worker_hooks = util.standard_training_hooks(spec, global_step, worker_hooks, config)
+    util.add_default_saver(spec.scaffold, config)
+    chief_hooks, checkpoint_hook = util.checkpoint_hook(spec, worker_hooks, config, model_dir)
+    util.attach_listeners(checkpoint_hook, saving_listeners)
+    save_summary_steps, log_step_count_steps = util.summary_duty(
+        spec, worker_hooks, config, model_dir)
     # A ps cluster survives a lost ps and stops with a checkpoint on SIGTERM (faults.py).
     loss, any_step_done = faults.run_training(
-        self._config, self._model_dir, spec, worker_hooks,
-        tuple(chief_hooks) + tuple(spec.training_chief_hooks), save_summary_steps,
+        config, model_dir, spec, worker_hooks,
+        chief_hooks + tuple(spec.training_chief_hooks), save_summary_steps,
         log_step_count_steps)
     if not any_step_done:
       logging.warning('Training with estimator made no steps. Perhaps input is empty or '
@@ -521,26 +491,38 @@ class Estimator(object):
 
   @staticmethod
   def _extract_keys(predictions, predict_keys):
+    """Narrows dict `predictions` to the outputs named in `predict_keys` (all if empty).
+
+    Raises:
+      ValueError: for keys with non-dict predictions, or keys matching nothing.
+    """
     if not predict_keys:
       return predictions
     if not isinstance(predictions, dict):
       raise ValueError('predict_keys argument is not valid in case of non-dict predictions.')
-    existing_keys = predictions.keys()
-    predictions = {k: v for k, v in predictions.items() if k in predict_keys}
-    if not predictions:
-      raise ValueError('Expected to run at least one output from %s, provided %s.' % (
-          existing_keys, predict_keys))
-    return predictions
+    chosen = dict(item for item in predictions.items() if item[0] in predict_keys)
+    if chosen:
+      return chosen
+    raise ValueError('Expected to run at least one output from %s, provided %s.' % (
+        predictions.keys(), predict_keys))
 
   @staticmethod
   def _extract_batch_length(values):
-    batch_length = None
+    """The common number of rows of the fetched prediction arrays.
+
+    Raises:
+      ValueError: naming the first output whose row count differs.
+    """
+    rows = None
     for key, value in values.items():
-      batch_length = batch_length or np.shape(value)[0]
-      if np.shape(value)[0] != batch_length:
+      count = np.shape(value)[0]
+      if not rows:
+        # An output without rows yet fixes nothing; the first non-empty one does.
+        rows = count
+      elif count != rows:
         raise ValueError('Batch length of predictions should be same. %s has different batch '
                          'length than others.' % key)
-    return batch_length
+    return rows
 
   # Export ------------------------------------------------------------------------
 

@@ -135,27 +135,49 @@ def parse_values(values, type_map, ignore_unknown=False):
   return results
 
 
+# Declared types that only take values of their own family: a str
+# hyperparameter refuses 3, an int one refuses 0.5, a float one refuses '1'.
+_CLOSED_FAMILIES = ((str, bytes), numbers.Integral, numbers.Number)
+
+
+def _value_fits(param_type, value):
+  """Whether converting `value` to `param_type` keeps its meaning.
+
+  Args:
+    param_type: the type a hyperparameter was declared with.
+    value: the candidate new value.
+
+  Returns:
+    True when `param_type(value)` is an acceptable conversion.
+  """
+  # Python counts True as an int; a hyperparameter does not, either way round.
+  if issubclass(param_type, bool) != isinstance(value, bool):
+    return False
+  return not any(issubclass(param_type, family) and not isinstance(value, family)
+                 for family in _CLOSED_FAMILIES)
+
+
 def _cast_to_type_if_compatible(name, param_type, value):
-  """Returns `value` as `param_type`, refusing lossy or surprising casts.
+  """Converts `value` to the declared type of hyperparameter `name`.
+
+  Args:
+    name: the hyperparameter, for the error text.
+    param_type: its declared type; `NoneType` (first value None) takes
+      anything unchanged.
+    value: the new value.
+
+  Returns:
+    `value` itself when it already has that type (or the type is NoneType),
+    else `param_type(value)`.
 
   Raises:
-    ValueError: "Could not cast hparam ..." when the value does not fit.
+    ValueError: "Could not cast hparam ..." when `_value_fits` says no.
   """
-  fail_msg = "Could not cast hparam '%s' of type '%s' from value %r" % (name, param_type, value)
-  # isinstance would accept True for int, so compare exact types first.
-  if type(value) is param_type:  # noqa: E721 - exact type on purpose
+  if type(value) is param_type or param_type is type(None):  # noqa: E721
     return value
-  # A hyperparameter first set to None takes anything (contrib did the same).
-  if issubclass(param_type, type(None)):
-    return value
-  if issubclass(param_type, (str, bytes)) and not isinstance(value, (str, bytes)):
-    raise ValueError(fail_msg)
-  if issubclass(param_type, bool) != isinstance(value, bool):
-    raise ValueError(fail_msg)
-  if issubclass(param_type, numbers.Integral) and not isinstance(value, numbers.Integral):
-    raise ValueError(fail_msg)
-  if issubclass(param_type, numbers.Number) and not isinstance(value, numbers.Number):
-    raise ValueError(fail_msg)
+  if not _value_fits(param_type, value):
+    raise ValueError("Could not cast hparam '%s' of type '%s' from value %r"
+                     % (name, param_type, value))
   return param_type(value)
 
 
@@ -195,20 +217,26 @@ class HParams:
       self.add_hparam(name, value)
 
   def add_hparam(self, name, value):
-    """Adds hyperparameter `name` with `value`, fixing its type.
+    """Declares hyperparameter `name`; its type is that of `value`.
+
+    Args:
+      name: attribute name for the new hyperparameter.
+      value: its first value; a non-empty list or tuple makes it
+        multi-valued, typed by its first element.
 
     Raises:
       ValueError: if the name is taken (by a hyperparameter or a method) or
         the value is an empty list (its element type would be unknown).
     """
+    # Refuses names that would shadow a method or an existing hyperparameter.
     if getattr(self, name, None) is not None:
       raise ValueError('Hyperparameter name is reserved: %s' % name)
-    if isinstance(value, (list, tuple)):
-      if not value:
-        raise ValueError('Multi-valued hyperparameters cannot be empty: %s' % name)
-      self._hparam_types[name] = (type(value[0]), True)
-    else:
-      self._hparam_types[name] = (type(value), False)
+    multi_valued = isinstance(value, (list, tuple))
+    if multi_valued and not value:
+      raise ValueError('Multi-valued hyperparameters cannot be empty: %s' % name)
+    # A list's type is that of its first element; set_hparam casts the rest.
+    sample = value[0] if multi_valued else value
+    self._hparam_types[name] = (type(sample), multi_valued)
     setattr(self, name, value)
 
   def set_hparam(self, name, value):

@@ -199,7 +199,7 @@ def get_export_outputs(export_outputs, predictions):
 
 
 class EstimatorSpec(collections.namedtuple('EstimatorSpec', _SPEC_FIELDS)):
-  """Ops and objects returned from a model_fn and passed to an Estimator."""
+  """What a model_fn hands back for one mode: its tensors, ops, hooks and scaffold."""
 
   def __new__(cls, mode, predictions=None, loss=None, train_op=None, eval_metric_ops=None,
               export_outputs=None, training_chief_hooks=None, training_hooks=None,

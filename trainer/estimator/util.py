@@ -7,6 +7,9 @@ partials and bound methods included), so the Estimator can pass `mode`,
 `tf.data.Dataset`, a `(features, labels)` tuple or features alone -- into
 `(features, labels, hooks)`, where a Dataset gets an initializable iterator
 and a hook running its initializer when the session is created.
+The last section holds the steps `Estimator.train` takes around a TRAIN
+`EstimatorSpec` before its loop (`publish_loss`, `standard_training_hooks`,
+`add_default_saver`, `checkpoint_hook`, `attach_listeners`, `summary_duty`).
 """
 
 import functools
@@ -43,17 +46,21 @@ def fn_args(fn):
 
 
 class DatasetInitializerHook(tf.compat.v1.train.SessionRunHook):
-  """Runs a Dataset iterator's initializer when a session is created."""
+  """Rewinds an initializable Dataset iterator in every new session.
+
+  `MonitoredSession` recreates its session after a failure; running the
+  initializer from `after_create_session` means each fresh session starts
+  reading the Dataset from the top instead of failing on an uninitialized
+  iterator.
+  """
 
   def __init__(self, iterator):
-    self._iterator = iterator
-
-  def begin(self):
-    self._initializer = self._iterator.initializer
+    # The initializer op already exists in the iterator's graph, so hold it.
+    self._rewind = iterator.initializer
 
   def after_create_session(self, session, coord):
-    del coord
-    session.run(self._initializer)
+    del coord  # The initializer runs once, outside any queue runners.
+    session.run(self._rewind)
 
 
 def parse_input_fn_result(result):
@@ -159,3 +166,115 @@ def get_temp_export_dir(timestamped_export_dir):
   """`<base>/temp-<timestamp>` (bytes), where an export is written before its rename."""
   head, tail = os.path.split(tf.compat.as_bytes(timestamped_export_dir))
   return os.path.join(head, b'temp-' + tail)
+
+
+# Training-session plumbing --------------------------------------------------
+# What `Estimator.train` adds around a TRAIN EstimatorSpec before its loop.
+
+
+def publish_loss(loss):
+  """Makes the loss visible to TensorBoard (as `loss`) and to the LOSSES collection."""
+  summaries = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SUMMARIES)
+  if 'loss' not in {summary.op.name for summary in summaries}:
+    tf.compat.v1.summary.scalar('loss', loss)
+  tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.LOSSES, loss)
+
+
+def standard_training_hooks(spec, global_step, hooks, config):
+  """`hooks`, then NaN and loss-logging hooks, then the spec's own training hooks.
+
+  Args:
+    spec: the TRAIN EstimatorSpec.
+    global_step: the global step tensor, logged beside the loss.
+    hooks: the caller's and the input_fn's hooks.
+    config: the RunConfig (`log_step_count_steps`; None turns logging off).
+
+  Returns:
+    A new list of hooks for every training task.
+  """
+  every_n = config.log_step_count_steps
+  logging_hooks = [] if every_n is None else [tf.compat.v1.train.LoggingTensorHook(
+      {'loss': spec.loss, 'step': global_step}, every_n_iter=every_n)]
+  return (list(hooks) + [tf.compat.v1.train.NanTensorHook(spec.loss)] + logging_hooks +
+          list(spec.training_hooks))
+
+
+def add_default_saver(scaffold, config):
+  """Registers a sharded Saver built from `config` unless the model brought its own."""
+  if scaffold.saver or tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS):
+    return
+  saver = tf.compat.v1.train.Saver(
+      sharded=True, defer_build=True, save_relative_paths=True,
+      max_to_keep=config.keep_checkpoint_max,
+      keep_checkpoint_every_n_hours=config.keep_checkpoint_every_n_hours)
+  tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.SAVERS, saver)
+
+
+def checkpoint_hook(spec, worker_hooks, config, model_dir):
+  """Finds the hook that writes checkpoints, making one when `config` asks for saves.
+
+  Args:
+    spec: the TRAIN EstimatorSpec (its chief hooks and scaffold).
+    worker_hooks: hooks of every training task.
+    config: the RunConfig (`save_checkpoints_secs` / `_steps`).
+    model_dir: where a new hook writes.
+
+  Returns:
+    (extra chief hooks as a tuple, the CheckpointSaverHook in charge or None).
+  """
+  candidates = [hook for hook in worker_hooks + list(spec.training_chief_hooks)
+                if isinstance(hook, tf.compat.v1.train.CheckpointSaverHook)]
+  if candidates:
+    # A model_fn or caller that brought its own saver hook keeps it.
+    return (), candidates[0]
+  if not (config.save_checkpoints_secs or config.save_checkpoints_steps):
+    return (), None
+  hook = tf.compat.v1.train.CheckpointSaverHook(
+      model_dir, save_secs=config.save_checkpoints_secs,
+      save_steps=config.save_checkpoints_steps, scaffold=spec.scaffold,
+      save_graph_def=config.checkpoint_save_graph_def)
+  return (hook,), hook
+
+
+def attach_listeners(saver_hook, saving_listeners):
+  """Hands `saving_listeners` to `saver_hook`, each listener once.
+
+  Raises:
+    ValueError: when there are listeners but no hook saves checkpoints.
+  """
+  if not saving_listeners:
+    return
+  if saver_hook is None:
+    raise ValueError('There should be a CheckpointSaverHook to use saving_listeners. '
+                     'Please set one of the RunConfig.save_checkpoints_steps or '
+                     'RunConfig.save_checkpoints_secs.')
+  registered = saver_hook._listeners  # pylint: disable=protected-access
+  registered.extend(listener for listener in saving_listeners if listener not in registered)
+
+
+def summary_duty(spec, worker_hooks, config, model_dir):
+  """Decides who writes summaries and step rates; may append to `worker_hooks`.
+
+  Args:
+    spec: the TRAIN EstimatorSpec (its scaffold).
+    worker_hooks: this task's hook list, extended in place on worker 0.
+    config: the RunConfig (cluster, task and cadences).
+    model_dir: where worker 0's summaries go.
+
+  Returns:
+    (save_summary_steps, log_step_count_steps) for the chief's session.
+  """
+  jobs = config.cluster_spec.jobs
+  if 'master' not in jobs or 'worker' not in jobs:
+    return config.save_summary_steps, config.log_step_count_steps
+  # The master spends long stretches evaluating, so its summaries would come
+  # at uneven steps; worker 0 takes the duty over and the chief's is off.
+  if config.task_type == 'worker' and config.task_id == 0:
+    if config.save_summary_steps:
+      worker_hooks.append(tf.compat.v1.train.SummarySaverHook(
+          save_steps=config.save_summary_steps, output_dir=model_dir,
+          scaffold=spec.scaffold))
+    if config.log_step_count_steps:
+      worker_hooks.append(tf.compat.v1.train.StepCounterHook(
+          every_n_steps=config.log_step_count_steps, output_dir=model_dir))
+  return None, None
