@@ -435,33 +435,49 @@ def test_shapes_ssd_from_flags(tmp_path, ssd_config):
 
 
 @pytest.mark.slow
-def test_shapes_ssd_from_a_generated_tfjob(tmp_path, ssd_config):
+def test_shapes_ssd_from_a_generated_tfjob_with_its_evaluator(tmp_path, ssd_config):
+  # The writer's default job (chief, worker, ps and the evaluator), run as its pods would.
+  config_path = _evaluate_every_checkpoint(ssd_config, tmp_path)
   train_dir = str(tmp_path / 'train')
   manifest = str(tmp_path / 'job.yaml')
   env = dict(os.environ, PYTHONPATH=cluster_util.REPO_ROOT)
   subprocess.run([sys.executable, '-m', 'deployment.tfjob', '--job_name=shapes',
-                  '--image=unused', '--pipeline_config_path=%s' % ssd_config,
+                  '--image=unused', '--pipeline_config_path=%s' % config_path,
                   '--train_dir=%s' % train_dir, '--pvc=scratch', '--mount_path=%s' % tmp_path,
-                  '--workers=1', '--ps=1', '--noevaluator',
-                  '--output=%s' % manifest], cwd=cluster_util.REPO_ROOT, env=env,
-                 check=True, timeout=120)
+                  '--workers=1', '--ps=1', '--output=%s' % manifest],
+                 cwd=cluster_util.REPO_ROOT, env=env, check=True, timeout=120)
   process, log_path = _start_cli(tmp_path, ['--tfjob=%s' % manifest, '--grace_secs=10',
-                                            '--finish_timeout_secs=120'])
-  _assert_trained(_finish(process, log_path, 540), log_path, train_dir)
-  assert '[launch] service shapes-ps-0.default.svc:2222 -> 127.0.0.1:' in _read(log_path)
+                                            '--finish_timeout_secs=240'])
+  _assert_trained(_finish(process, log_path, 590), log_path, train_dir)
+  log = _read(log_path)
+  assert '[launch] service shapes-ps-0.default.svc:2222 -> 127.0.0.1:' in log
+  _assert_evaluated_to_the_end(log)
+
+
+def _evaluate_every_checkpoint(ssd_config, tmp_path):
+  """A copy of the shapes config whose evaluator evaluates every checkpoint to the final one."""
+  from core import config_util  # pylint: disable=import-outside-toplevel
+  configs = config_util.get_configs_from_pipeline_file(ssd_config)
+  configs['eval_config'].max_evals = 0
+  configs['eval_config'].eval_interval_secs = 1
+  return config_util.save_pipeline_config(
+      config_util.create_pipeline_proto_from_configs(configs), str(tmp_path / 'config'))
+
+
+def _assert_evaluated_to_the_end(log):
+  """The evaluator evaluated up to the final checkpoint and exited 0."""
+  assert re.search(r'^\[evaluator:0\] .*evaluations: \d+, last step %d, stopped: '
+                   r'final_checkpoint' % _NUM_STEPS, log, re.M), log[-20000:]
+  assert '[launch] evaluator:0 exited with code 0' in log
+  assert 'trainer.eval: error' not in log
 
 
 @pytest.mark.slow
 def test_readme_evaluator_command_on_a_fresh_train_dir(tmp_path, ssd_config):
   # README's `deployment.launch --chief --workers=1 --ps=1 --evaluator -- ...` with a
   # train_dir nobody created: every task starts at once, as the pods of a TFJob do.
-  from core import config_util  # pylint: disable=import-outside-toplevel
-  configs = config_util.get_configs_from_pipeline_file(ssd_config)
   # Evaluate every checkpoint up to the final one (the shapes config stops after one).
-  configs['eval_config'].max_evals = 0
-  configs['eval_config'].eval_interval_secs = 1
-  config_path = config_util.save_pipeline_config(
-      config_util.create_pipeline_proto_from_configs(configs), str(tmp_path / 'config'))
+  config_path = _evaluate_every_checkpoint(ssd_config, tmp_path)
   train_dir = str(tmp_path / 'train')
   process, log_path = _start_cli(tmp_path, [
       '--chief', '--workers=1', '--ps=1', '--evaluator', '--grace_secs=10',
@@ -479,10 +495,7 @@ def test_readme_evaluator_command_on_a_fresh_train_dir(tmp_path, ssd_config):
   assert re.search(r'^\[evaluator:0\] .*checkpoint_dir %s (does not exist|holds no '
                    r'checkpoint) yet: waiting up to 3600 s for training to write its first '
                    r'checkpoint there' % re.escape(train_dir), log, re.M), log[-20000:]
-  assert re.search(r'^\[evaluator:0\] .*evaluations: \d+, last step %d, stopped: '
-                   r'final_checkpoint' % _NUM_STEPS, log, re.M), log[-20000:]
-  assert '[launch] evaluator:0 exited with code 0' in log
-  assert 'trainer.eval: error' not in log
+  _assert_evaluated_to_the_end(log)
 
 
 @pytest.mark.slow
