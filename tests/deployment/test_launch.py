@@ -435,22 +435,25 @@ def test_shapes_ssd_from_flags(tmp_path, ssd_config):
 
 
 @pytest.mark.slow
-def test_shapes_ssd_from_a_generated_tfjob_with_its_evaluator(tmp_path, ssd_config):
-  # The writer's default job (chief, worker, ps and the evaluator), run as its pods would.
+@pytest.mark.parametrize('kind', ['tfjob', 'jobset'])
+def test_shapes_ssd_from_a_generated_manifest_with_its_evaluator(tmp_path, ssd_config, kind):
+  # The writer's default job (chief, worker, ps and the evaluator) for either engine, run
+  # as its pods would be: the worked examples of docs/kubernetes.md, on a local claim.
   config_path = _evaluate_every_checkpoint(ssd_config, tmp_path)
   train_dir = str(tmp_path / 'train')
   manifest = str(tmp_path / 'job.yaml')
   env = dict(os.environ, PYTHONPATH=cluster_util.REPO_ROOT)
-  subprocess.run([sys.executable, '-m', 'deployment.tfjob', '--job_name=shapes',
-                  '--image=unused', '--pipeline_config_path=%s' % config_path,
+  subprocess.run([sys.executable, '-m', 'deployment.tfjob', '--kind=%s' % kind,
+                  '--job_name=shapes', '--image=unused', '--pipeline_config_path=%s' % config_path,
                   '--train_dir=%s' % train_dir, '--pvc=scratch', '--mount_path=%s' % tmp_path,
                   '--workers=1', '--ps=1', '--output=%s' % manifest],
                  cwd=cluster_util.REPO_ROOT, env=env, check=True, timeout=120)
-  process, log_path = _start_cli(tmp_path, ['--tfjob=%s' % manifest, '--grace_secs=10',
+  process, log_path = _start_cli(tmp_path, ['--%s=%s' % (kind, manifest), '--grace_secs=10',
                                             '--finish_timeout_secs=240'])
   _assert_trained(_finish(process, log_path, 590), log_path, train_dir)
   log = _read(log_path)
-  assert '[launch] service shapes-ps-0.default.svc:2222 -> 127.0.0.1:' in log
+  assert re.search(r'\[launch\] (service|pod) shapes-ps-0[.-]\S+:2222 -> 127\.0\.0\.1:', log), (
+      log[-20000:])
   _assert_evaluated_to_the_end(log)
 
 
