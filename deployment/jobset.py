@@ -288,17 +288,7 @@ def parse_jobset(manifest, source='<manifest>'):
   Raises:
     ValueError: naming `source` and the key that is missing or wrong.
   """
-  if not isinstance(manifest, dict) or manifest.get('kind') != 'JobSet':
-    _fail(source, 'kind', 'must be JobSet', manifest.get('kind') if isinstance(
-        manifest, dict) else manifest)
-  if manifest.get('apiVersion') != API_VERSION:
-    _fail(source, 'apiVersion', 'must be %s' % API_VERSION, manifest.get('apiVersion'))
-  metadata = _get(manifest, 'metadata', source, 'metadata', dict, {})
-  name = _get(metadata, 'name', source, 'metadata.name', str)
-  if not name:
-    _fail(source, 'metadata.name', 'must be set', name)
-  namespace = _get(metadata, 'namespace', source, 'metadata.namespace', str, 'default')
-  spec = _get(manifest, 'spec', source, 'spec', dict, {})
+  name, namespace, spec = tfjob.manifest_header(manifest, 'JobSet', API_VERSION, source)
   jobs = _get(spec, 'replicatedJobs', source, 'spec.replicatedJobs', list, [])
   if not jobs:
     _fail(source, 'spec.replicatedJobs', 'must list at least one replicated Job', jobs)

@@ -157,23 +157,32 @@ def _backoff_limit(spec, source):
   return limit
 
 
+def manifest_header(manifest, kind, api_version, source):
+  """(name, namespace, spec) of a parsed manifest that must be of `kind` and `api_version`.
+
+  Raises:
+    ValueError: naming `source` and the key that is missing or wrong.
+  """
+  if not isinstance(manifest, dict) or manifest.get('kind') != kind:
+    _fail(source, 'kind', 'must be %s' % kind, manifest.get('kind') if isinstance(
+        manifest, dict) else manifest)
+  if manifest.get('apiVersion') != api_version:
+    _fail(source, 'apiVersion', 'must be %s' % api_version, manifest.get('apiVersion'))
+  metadata = _get(manifest, 'metadata', source, 'metadata', dict, {})
+  name = _get(metadata, 'name', source, 'metadata.name', str)
+  if not name:
+    _fail(source, 'metadata.name', 'must be set', name)
+  namespace = _get(metadata, 'namespace', source, 'metadata.namespace', str, 'default')
+  return name, namespace, _get(manifest, 'spec', source, 'spec', dict, {})
+
+
 def parse_tfjob(manifest, source='<manifest>'):
   """A TFJob manifest (a parsed YAML mapping) as a `TFJob`.
 
   Raises:
     ValueError: naming `source` and the key that is missing or wrong.
   """
-  if not isinstance(manifest, dict) or manifest.get('kind') != 'TFJob':
-    _fail(source, 'kind', 'must be TFJob', manifest.get('kind') if isinstance(
-        manifest, dict) else manifest)
-  if manifest.get('apiVersion') != API_VERSION:
-    _fail(source, 'apiVersion', 'must be %s' % API_VERSION, manifest.get('apiVersion'))
-  metadata = _get(manifest, 'metadata', source, 'metadata', dict, {})
-  name = _get(metadata, 'name', source, 'metadata.name', str)
-  if not name:
-    _fail(source, 'metadata.name', 'must be set', name)
-  namespace = _get(metadata, 'namespace', source, 'metadata.namespace', str, 'default')
-  spec = _get(manifest, 'spec', source, 'spec', dict, {})
+  name, namespace, spec = manifest_header(manifest, 'TFJob', API_VERSION, source)
   replica_specs = _get(spec, 'tfReplicaSpecs', source, 'spec.tfReplicaSpecs', dict, {})
   if not replica_specs:
     _fail(source, 'spec.tfReplicaSpecs', 'must describe at least one replica type',
