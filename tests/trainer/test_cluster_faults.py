@@ -279,15 +279,15 @@ def test_ps_killed_and_restarted_training_recovers_to_num_steps(tmp_path, data):
     restored, lost, lost_at = (int(g) for g in match.groups())
     assert restored >= saved_before_kill, (restored, saved_before_kill)
     # The Supervisor names a checkpoint by the step it read just before saving
-    # while async training goes on, so model.ckpt-N may hold N or a step more.
-    assert 0 <= restored - _restored_step(chief) <= 3, (restored, _restored_step(chief))
-    # The steps lost are those between the checkpoint restored and the step the
-    # chief had reached when ps1 went (to the 3 steps the checkpoint's name may
-    # lag its content); it had reached every step it logged before.
+    # while async training goes on, so model.ckpt-N holds N or the steps the
+    # workers finished during the save (4 seen on a loaded CI machine; it has
+    # no fixed bound): never less than its name.
     checkpoint = _restored_step(chief)
+    assert checkpoint is not None and checkpoint <= restored, (checkpoint, restored)
+    # The steps lost are those between the step restored and the step the chief
+    # had reached when ps1 went (none where worker0's steps, saved after the
+    # chief's last step, carry the restored step past it).
     assert lost == max(0, lost_at - restored), (lost, lost_at, restored)
-    assert lost_at - checkpoint - 3 <= lost <= max(0, lost_at - checkpoint), (
-        lost, lost_at, checkpoint)
     before_loss = chief.output().split('lost /job:ps/task:1 at global step')[0]
     logged = [int(s) for s, _ in re.findall(lib.PROGRESS_RE, before_loss)]
     assert logged and lost_at >= max(logged), (lost_at, logged)
