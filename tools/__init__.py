@@ -10,6 +10,9 @@ Map:
   shard names).
 * `strip_k8s_schemas.py` (not a dataset writer): regenerates the Kubernetes
   schema test data in tests/deployment/k8s_schemas/.
+* `originality_check.py` (not a dataset writer): reports long stretches of
+  our code, docstrings and comments that also appear in reference trees
+  (shingled tokens); run by hand on originals already on disk.
 """
 
 from core import compat  # noqa: F401  (must run before tf_slim is used)
