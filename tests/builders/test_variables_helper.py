@@ -1,288 +1,202 @@
-"""Tests for core.variables_helper: regex filters, gradients, checkpoints."""
+"""core.variables_helper (= utils.variables_helper): which variables to train,
+how their gradients are scaled, and which of them a checkpoint can restore.
 
+The fine-tune story a user follows: a detector has a backbone
+(`FeatureExtractor/...`) and a head (`BoxPredictor/...`); they freeze or
+scale the backbone's gradients by regex, and restore from an older
+checkpoint only what it holds with the same shape. One checkpoint is written
+per module (a `module`-scoped fixture) and each test builds the graph of the
+"new" model against it.
+"""
+
+import logging
 import os
+import sys
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from core import variables_helper
 
 tf.compat.v1.disable_eager_execution()
 
+_NAMES = ['FeatureExtractor/conv/weights', 'FeatureExtractor/conv/biases',
+          'BoxPredictor/conv/weights', 'BoxPredictor/conv/biases']
 
-def _save(variables, checkpoint_path):
-  saver = tf.compat.v1.train.Saver(variables)
+
+@pytest.fixture
+def graph():
+  with tf.Graph().as_default() as g:
+    yield g
+
+
+@pytest.fixture
+def detector(graph):
+  """The four variables of `_NAMES`, holding 1, 2, 3, 4."""
+  return [tf.compat.v1.Variable(float(i), name=name) for i, name in enumerate(_NAMES, 1)]
+
+
+def _names(variables):
+  return [v.op.name for v in variables]
+
+
+# --- which variables -----------------------------------------------------------
+
+@pytest.mark.parametrize('regexes, invert, kept', [
+    ([], False, _NAMES),
+    ([''], False, _NAMES),  # an empty regex matches nothing ...
+    ([''], True, []),  # ... in either direction
+    (['FeatureExtractor/.*'], False, _NAMES[2:]),
+    (['FeatureExtractor.*biases', 'BoxPredictor.*biases'], False, _NAMES[0::2]),
+    (['FeatureExtractor.*biases', 'BoxPredictor.*biases'], True, _NAMES[1::2]),
+])
+def test_filter_variables_drops_matches_or_keeps_only_them(detector, regexes, invert, kept):
+  assert _names(variables_helper.filter_variables(detector, regexes, invert=invert)) == kept
+
+
+def test_filter_variables_of_nothing_is_nothing():
+  assert variables_helper.filter_variables([], ['.*']) == []
+
+
+@pytest.mark.parametrize('include, exclude, kept', [
+    (None, None, _NAMES),
+    ([], [], _NAMES),
+    (['BoxPredictor'], None, _NAMES[2:]),
+    (None, ['biases$'], _NAMES[0::2]),
+    (['conv/'], ['^FeatureExtractor'], _NAMES[2:]),  # exclude wins over include
+    (['Nothing'], None, []),
+])
+def test_trainable_variables_by_include_and_exclude_patterns(detector, include, exclude, kept):
+  chosen = variables_helper.filter_trainable_variables(detector, include, exclude)
+  assert _names(chosen) == kept
+
+
+# --- gradients -------------------------------------------------------------------
+
+def test_gradient_scaling_and_freezing_touch_only_matching_variables(detector):
+  # Gradient i+10 for variable i, so every pair tells which variable it is.
+  grads_and_vars = [(tf.constant(10.0 + i), v) for i, v in enumerate(detector, 1)]
+  backbone_off = variables_helper.multiply_gradients_matching_regex(
+      grads_and_vars, ['FeatureExtractor/.*'], 0.0)
+  biases_doubled = variables_helper.multiply_gradients_matching_regex(
+      grads_and_vars, ['.*/biases'], 2.0)
+  frozen = variables_helper.freeze_gradients_matching_regex(
+      grads_and_vars, ['FeatureExtractor/.*'])
+  assert [v for _, v in backbone_off] == detector
+  assert [v for _, v in frozen] == detector[2:]  # frozen variables leave the list
+
   with tf.compat.v1.Session() as sess:
     sess.run(tf.compat.v1.global_variables_initializer())
-    saver.save(sess, checkpoint_path)
+    values = sess.run([[g for g, _ in pairs] for pairs in (backbone_off, biases_doubled, frozen)])
+  assert values == [[0, 0, 13, 14], [11, 24, 13, 28], [13, 14]]
 
 
-class FilterVariablesTest(tf.test.TestCase):
-
-  def _create_variables(self):
-    return [tf.Variable(1.0, name='FeatureExtractor/InceptionV3/weights'),
-            tf.Variable(1.0, name='FeatureExtractor/InceptionV3/biases'),
-            tf.Variable(1.0, name='StackProposalGenerator/weights'),
-            tf.Variable(1.0, name='StackProposalGenerator/biases')]
-
-  def test_return_all_variables_when_empty_regex(self):
-    with tf.Graph().as_default():
-      variables = self._create_variables()
-      out = variables_helper.filter_variables(variables, [''])
-      self.assertCountEqual(out, variables)
-
-  def test_return_all_variables_when_no_regex(self):
-    with tf.Graph().as_default():
-      variables = self._create_variables()
-      self.assertEqual(variables_helper.filter_variables(variables, []),
-                       variables)
-
-  def test_return_variables_which_do_not_match_single_regex(self):
-    with tf.Graph().as_default():
-      variables = self._create_variables()
-      out = variables_helper.filter_variables(variables,
-                                              ['FeatureExtractor/.*'])
-      self.assertCountEqual(out, variables[2:])
-
-  def test_return_variables_which_do_not_match_any_regex_in_list(self):
-    with tf.Graph().as_default():
-      variables = self._create_variables()
-      out = variables_helper.filter_variables(
-          variables, ['FeatureExtractor.*biases', 'StackProposalGenerator.*biases'])
-      self.assertCountEqual(out, [variables[0], variables[2]])
-
-  def test_return_variables_matching_empty_regex_list(self):
-    with tf.Graph().as_default():
-      variables = self._create_variables()
-      out = variables_helper.filter_variables(variables, [''], invert=True)
-      self.assertCountEqual(out, [])
-
-  def test_return_variables_matching_some_regex_in_list(self):
-    with tf.Graph().as_default():
-      variables = self._create_variables()
-      out = variables_helper.filter_variables(
-          variables, ['FeatureExtractor.*biases', 'StackProposalGenerator.*biases'],
-          invert=True)
-      self.assertCountEqual(out, [variables[1], variables[3]])
-
-  def test_filter_empty_variable_list(self):
-    self.assertEqual(variables_helper.filter_variables([], ['.*']), [])
+def test_gradients_no_regex_matches_are_returned_as_they_are(detector):
+  grads_and_vars = [(tf.constant(1.0), v) for v in detector]
+  same = variables_helper.multiply_gradients_matching_regex(grads_and_vars, ['NoSuch/.*'], 3.0)
+  assert all(a is b for a, b in zip(same, grads_and_vars)) and len(same) == 4
+  assert variables_helper.multiply_gradients_matching_regex([], ['.*'], 2.0) == []
 
 
-class FilterTrainableVariablesTest(tf.test.TestCase):
-
-  def test_include_and_exclude_patterns(self):
-    with tf.Graph().as_default():
-      fe_w = tf.Variable(1.0, name='FeatureExtractor/conv/weights')
-      fe_b = tf.Variable(1.0, name='FeatureExtractor/conv/biases')
-      bp_w = tf.Variable(1.0, name='BoxPredictor/conv/weights')
-      bp_b = tf.Variable(1.0, name='BoxPredictor/conv/biases')
-      variables = [fe_w, fe_b, bp_w, bp_b]
-      fn = variables_helper.filter_trainable_variables
-      self.assertEqual(fn(variables), variables)
-      self.assertEqual(fn(variables, [], []), variables)
-      self.assertEqual(fn(variables, include_patterns=['BoxPredictor']),
-                       [bp_w, bp_b])
-      self.assertEqual(fn(variables, exclude_patterns=['biases$']),
-                       [fe_w, bp_w])
-      self.assertEqual(
-          fn(variables, include_patterns=['conv/'],
-             exclude_patterns=['^FeatureExtractor']), [bp_w, bp_b])
-      self.assertEqual(fn(variables, include_patterns=['Nothing']), [])
+def test_sparse_gradients_stay_sparse_and_missing_ones_stay_none(graph):
+  table = tf.compat.v1.Variable(np.ones([4, 2], np.float32), name='Embedding/biases')
+  unused = tf.compat.v1.Variable(1.0, name='Unused/biases')
+  (sparse,) = tf.gradients(tf.reduce_sum(tf.gather(table, [0, 2, 2])), [table])
+  assert isinstance(sparse, tf.IndexedSlices)
+  (scaled, variable), (missing, _) = variables_helper.multiply_gradients_matching_regex(
+      [(sparse, table), (None, unused)], ['.*/biases'], 3.0)
+  assert isinstance(scaled, tf.IndexedSlices) and variable is table
+  assert missing is None
+  with tf.compat.v1.Session() as sess:
+    sess.run(tf.compat.v1.global_variables_initializer())
+    # Row 2 was gathered twice: its gradient is 2, times 3.
+    np.testing.assert_allclose(sess.run(tf.convert_to_tensor(scaled)),
+                               [[3, 3], [0, 0], [6, 6], [0, 0]])
 
 
-class MultiplyGradientsMatchingRegexTest(tf.test.TestCase):
+# --- what a checkpoint can restore -------------------------------------------------
 
-  def _create_grads_and_vars(self):
-    return [(tf.constant(1.0),
-             tf.Variable(1.0, name='FeatureExtractor/InceptionV3/weights')),
-            (tf.constant(2.0),
-             tf.Variable(2.0, name='FeatureExtractor/InceptionV3/biases')),
-            (tf.constant(3.0),
-             tf.Variable(3.0, name='StackProposalGenerator/weights')),
-            (tf.constant(4.0),
-             tf.Variable(4.0, name='StackProposalGenerator/biases'))]
-
-  def _run(self, grads_and_vars):
-    with self.session() as sess:
+@pytest.fixture(scope='module')
+def old_checkpoint(tmp_path_factory):
+  """A checkpoint of an "old" model: 2x2 weights, scalar biases, a 2-way
+  partitioned kernel and the global step. Returns its prefix."""
+  prefix = str(tmp_path_factory.mktemp('old_model') / 'model.ckpt-7')
+  with tf.Graph().as_default():
+    tf.compat.v1.Variable([[1.0, 2.0], [3.0, 4.0]], name='weights')
+    tf.compat.v1.Variable(3.0, name='biases')
+    tf.compat.v1.get_variable('kernel', shape=(2, 2),
+                              partitioner=tf.compat.v1.fixed_size_partitioner(2))
+    tf.compat.v1.train.get_or_create_global_step()
+    with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
-      return sess.run(grads_and_vars)
-
-  def test_multiply_all_feature_extractor_variables(self):
-    with tf.Graph().as_default():
-      grads_and_vars = variables_helper.multiply_gradients_matching_regex(
-          self._create_grads_and_vars(), ['FeatureExtractor/.*'], 0.0)
-      self.assertCountEqual(self._run(grads_and_vars),
-                            [(0.0, 1.0), (0.0, 2.0), (3.0, 3.0), (4.0, 4.0)])
-
-  def test_multiply_all_bias_variables(self):
-    with tf.Graph().as_default():
-      grads_and_vars = variables_helper.multiply_gradients_matching_regex(
-          self._create_grads_and_vars(), ['.*/biases'], 0.0)
-      self.assertCountEqual(self._run(grads_and_vars),
-                            [(1.0, 1.0), (0.0, 2.0), (3.0, 3.0), (0.0, 4.0)])
-
-  def test_no_match_returns_gradients_unchanged(self):
-    with tf.Graph().as_default():
-      original = self._create_grads_and_vars()
-      grads_and_vars = variables_helper.multiply_gradients_matching_regex(
-          original, ['NoSuchScope/.*'], 3.0)
-      self.assertEqual(grads_and_vars, original)
-      self.assertEqual(
-          variables_helper.multiply_gradients_matching_regex([], ['.*'], 2.0),
-          [])
-
-  def test_none_gradient_and_indexed_slices(self):
-    with tf.Graph().as_default():
-      embedding = tf.Variable(np.ones([4, 2], np.float32),
-                              name='Embedding/biases')
-      loss = tf.reduce_sum(tf.gather(embedding, [0, 2, 2]))
-      unused = tf.Variable(1.0, name='Unused/biases')
-      grad = tf.gradients(loss, [embedding])[0]
-      self.assertIsInstance(grad, tf.IndexedSlices)
-      grads_and_vars = variables_helper.multiply_gradients_matching_regex(
-          [(grad, embedding), (None, unused)], ['.*/biases'], 3.0)
-      new_grad, var = grads_and_vars[0]
-      self.assertIsInstance(new_grad, tf.IndexedSlices)
-      self.assertIs(var, embedding)
-      self.assertIsNone(grads_and_vars[1][0])
-      dense = tf.convert_to_tensor(new_grad)
-      with self.session() as sess:
-        sess.run(tf.compat.v1.global_variables_initializer())
-        self.assertAllClose(sess.run(dense),
-                            [[3, 3], [0, 0], [6, 6], [0, 0]])
+      tf.compat.v1.train.Saver().save(sess, prefix)
+  return prefix
 
 
-class FreezeGradientsMatchingRegexTest(tf.test.TestCase):
-
-  def test_freeze_all_feature_extractor_variables(self):
-    with tf.Graph().as_default():
-      grads_and_vars = [
-          (tf.constant(1.0),
-           tf.Variable(1.0, name='FeatureExtractor/InceptionV3/weights')),
-          (tf.constant(2.0),
-           tf.Variable(2.0, name='FeatureExtractor/InceptionV3/biases')),
-          (tf.constant(3.0),
-           tf.Variable(3.0, name='StackProposalGenerator/weights')),
-          (tf.constant(4.0),
-           tf.Variable(4.0, name='StackProposalGenerator/biases'))]
-      grads_and_vars = variables_helper.freeze_gradients_matching_regex(
-          grads_and_vars, ['FeatureExtractor/.*'])
-      with self.session() as sess:
-        sess.run(tf.compat.v1.global_variables_initializer())
-        output = sess.run(grads_and_vars)
-    self.assertCountEqual(output, [(3.0, 3.0), (4.0, 4.0)])
+def _available(variables, checkpoint, **kwargs):
+  return variables_helper.get_variables_available_in_checkpoint(variables, checkpoint, **kwargs)
 
 
-class GetVariablesAvailableInCheckpointTest(tf.test.TestCase):
+def test_variables_held_with_the_same_shape_are_restored_in_name_order(graph, old_checkpoint):
+  new = [tf.compat.v1.Variable(np.zeros((2, 2), np.float32), name='weights'),
+         tf.compat.v1.Variable(0.0, name='biases'),
+         tf.compat.v1.Variable(0.0, name='new_head')]
+  assert _names(_available(new, old_checkpoint)) == ['biases', 'weights']
 
-  def test_return_all_variables_from_checkpoint(self):
-    with tf.Graph().as_default():
-      variables = [tf.Variable(1.0, name='weights'),
-                   tf.Variable(1.0, name='biases')]
-      checkpoint_path = os.path.join(self.get_temp_dir(), 'all', 'model.ckpt')
-      _save(variables, checkpoint_path)
-      out = variables_helper.get_variables_available_in_checkpoint(
-          variables, checkpoint_path)
-    self.assertCountEqual(out, variables)
-    # Sorted name order, as the OD API returns it.
-    self.assertEqual([v.op.name for v in out], ['biases', 'weights'])
 
-  def test_return_all_variables_from_checkpoint_with_partition(self):
-    with tf.Graph().as_default():
-      partitioner = tf.compat.v1.fixed_size_partitioner(2)
-      variables = [
-          tf.compat.v1.get_variable(name='weights', shape=(2, 2),
-                                    partitioner=partitioner),
-          tf.Variable([1.0, 2.0], name='biases')]
-      checkpoint_path = os.path.join(self.get_temp_dir(), 'partition',
-                                     'model.ckpt')
-      _save(variables, checkpoint_path)
-      out = variables_helper.get_variables_available_in_checkpoint(
-          variables, checkpoint_path)
-      self.assertCountEqual(out, variables)
-      # The partitions themselves, as tf.compat.v1.global_variables() lists
-      # them, are matched to the full variable's name and shape.
-      parts = variables_helper.get_variables_available_in_checkpoint(
-          tf.compat.v1.global_variables(), checkpoint_path)
-      self.assertCountEqual(parts, tf.compat.v1.global_variables())
+def test_a_shape_change_drops_the_variable_with_a_warning(graph, old_checkpoint, caplog):
+  new = [tf.compat.v1.Variable([1.0, 2.0], name='weights'),  # was 2x2
+         tf.compat.v1.Variable(0.0, name='biases')]
+  with caplog.at_level(logging.WARNING):
+    assert _names(_available(new, old_checkpoint)) == ['biases']
+  assert 'incompatible shape' in caplog.text and 'weights' in caplog.text
 
-  def test_return_variables_available_in_checkpoint(self):
-    checkpoint_path = os.path.join(self.get_temp_dir(), 'available',
-                                   'model.ckpt')
-    with tf.Graph().as_default():
-      weight_variable = tf.Variable(1.0, name='weights')
-      global_step = tf.compat.v1.train.get_or_create_global_step()
-      graph1_variables = [weight_variable, global_step]
-      _save(graph1_variables, checkpoint_path)
-    with tf.Graph().as_default():
-      graph2_variables = graph1_variables + [tf.Variable(1.0, name='biases')]
-      out = variables_helper.get_variables_available_in_checkpoint(
-          graph2_variables, checkpoint_path, include_global_step=False)
-      with_step = variables_helper.get_variables_available_in_checkpoint(
-          graph2_variables, checkpoint_path, include_global_step=True)
-    self.assertCountEqual(out, [weight_variable])
-    self.assertCountEqual(with_step, [weight_variable, global_step])
 
-  def test_return_variables_available_in_checkpoint_with_dict_inputs(self):
-    checkpoint_path = os.path.join(self.get_temp_dir(), 'dict', 'model.ckpt')
-    with tf.Graph().as_default():
-      _save([tf.Variable(1.0, name='ckpt_weights')], checkpoint_path)
-    with tf.Graph().as_default():
-      graph2_variables_dict = {
-          'ckpt_weights': tf.Variable(1.0, name='weights'),
-          'ckpt_biases': tf.Variable(1.0, name='biases')}
-      out = variables_helper.get_variables_available_in_checkpoint(
-          graph2_variables_dict, checkpoint_path)
-    self.assertIsInstance(out, dict)
-    self.assertCountEqual(list(out.keys()), ['ckpt_weights'])
-    self.assertEqual(out['ckpt_weights'].op.name, 'weights')
+@pytest.mark.parametrize('include_global_step', [False, True])
+def test_the_global_step_is_restored_only_when_asked(graph, old_checkpoint, include_global_step):
+  step = tf.compat.v1.train.get_or_create_global_step()
+  biases = tf.compat.v1.Variable(0.0, name='biases')
+  restored = _available([biases, step], old_checkpoint, include_global_step=include_global_step)
+  assert set(restored) == ({biases, step} if include_global_step else {biases})
 
-  def test_return_variables_with_correct_sizes(self):
-    checkpoint_path = os.path.join(self.get_temp_dir(), 'sizes', 'model.ckpt')
-    with tf.Graph().as_default():
-      bias_variable = tf.Variable(3.0, name='biases')
-      global_step = tf.compat.v1.train.get_or_create_global_step()
-      graph1_variables = [
-          tf.Variable([[1.0, 2.0], [3.0, 4.0]], name='weights'),
-          bias_variable, global_step]
-      _save(graph1_variables, checkpoint_path)
-    with tf.Graph().as_default():
-      graph2_variables = [
-          tf.Variable([1.0, 2.0], name='weights'),  # New variable shape.
-          bias_variable, global_step]
-      with self.assertLogs(level='WARNING') as logs:
-        out = variables_helper.get_variables_available_in_checkpoint(
-            graph2_variables, checkpoint_path, include_global_step=True)
-    self.assertCountEqual(out, [bias_variable, global_step])
-    self.assertTrue(any('incompatible shape' in line for line in logs.output))
 
-  def test_rejects_other_input_types(self):
-    with self.assertRaisesRegex(ValueError, 'list or dict'):
-      variables_helper.get_variables_available_in_checkpoint(
-          'weights', '/nonexistent')
+def test_a_dict_maps_checkpoint_names_to_differently_named_variables(graph, old_checkpoint):
+  restored = _available({'biases': tf.compat.v1.Variable(0.0, name='head/bias'),
+                         'not_saved': tf.compat.v1.Variable(0.0, name='other')},
+                        old_checkpoint)
+  assert isinstance(restored, dict)
+  assert {k: v.op.name for k, v in restored.items()} == {'biases': 'head/bias'}
 
-  def test_checkpoint_path_forms(self):
-    train_dir = os.path.join(self.get_temp_dir(), 'forms')
-    prefix = os.path.join(train_dir, 'model.ckpt-7')
-    with tf.Graph().as_default():
-      variables = [tf.Variable(1.0, name='weights')]
-      _save(variables, prefix)
-      resolve = variables_helper.resolve_checkpoint_path
-      self.assertEqual(resolve(prefix), prefix)
-      self.assertEqual(resolve(train_dir), prefix)
-      self.assertEqual(
-          variables_helper.get_variables_available_in_checkpoint(
-              variables, train_dir), variables)
-      for missing in (os.path.join(train_dir, 'model.ckpt-8'),
-                      os.path.join(self.get_temp_dir(), 'empty_dir')):
-        tf.io.gfile.makedirs(os.path.join(self.get_temp_dir(), 'empty_dir'))
-        with self.assertRaisesRegex(ValueError, 'No checkpoint found.*' +
-                                    os.path.basename(missing)):
-          resolve(missing)
-      with self.assertRaisesRegex(ValueError, 'empty'):
-        resolve('')
+
+def test_partitioned_variables_match_whole_or_by_part(graph, old_checkpoint):
+  kernel = tf.compat.v1.get_variable('kernel', shape=(2, 2),
+                                     partitioner=tf.compat.v1.fixed_size_partitioner(2))
+  assert _available([kernel], old_checkpoint) == [kernel]
+  # The parts, as global_variables() lists them, match the whole's name and shape.
+  parts = tf.compat.v1.global_variables()
+  assert len(parts) == 2
+  assert set(_available(parts, old_checkpoint)) == set(parts)
+
+
+def test_a_train_dir_stands_for_its_latest_checkpoint(graph, old_checkpoint):
+  train_dir = os.path.dirname(old_checkpoint)
+  assert variables_helper.resolve_checkpoint_path(old_checkpoint) == old_checkpoint
+  assert variables_helper.resolve_checkpoint_path(train_dir) == old_checkpoint
+  biases = tf.compat.v1.Variable(0.0, name='biases')
+  assert _available([biases], train_dir) == [biases]
+
+
+def test_missing_or_empty_checkpoint_paths_are_named_in_the_error(old_checkpoint, tmp_path):
+  missing_prefix = old_checkpoint.replace('-7', '-8')
+  for missing in (missing_prefix, str(tmp_path)):
+    with pytest.raises(ValueError, match='No checkpoint found.*' + os.path.basename(missing)):
+      variables_helper.resolve_checkpoint_path(missing)
+  with pytest.raises(ValueError, match='empty'):
+    variables_helper.resolve_checkpoint_path('')
+  with pytest.raises(ValueError, match='list or dict'):
+    _available('weights', old_checkpoint)
 
 
 if __name__ == '__main__':
-  tf.test.main()
+  sys.exit(pytest.main([__file__, '-q']))

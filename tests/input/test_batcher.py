@@ -1,6 +1,18 @@
-"""BatchQueue and prefetch: the Object Detection API test cases, ported."""
+"""core.batcher.BatchQueue and core.prefetcher.prefetch on counted examples.
+
+Every example is made from a counter that goes up by one per example and
+stops the input (OutOfRange) after the last one, so example `n` is known in
+advance: its tensors have sizes and values computed from `n`. One queue
+carries tensors of every kind at once (varying in one dimension, in all
+dimensions, fixed, scalar, string), and the test checks that each comes
+back unpadded, with its static shape, in order, and that the input ends
+without a partial batch.
+"""
+
+import sys
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from core import batcher
@@ -10,179 +22,133 @@ from tests.input import input_test_util
 tf.compat.v1.disable_eager_execution()
 
 
-def _counter(start, limit):
-  """A variable counting up from `start`; OutOfRange once it reaches `limit`."""
-  variable = tf.compat.v1.Variable(tf.constant(start, dtype=tf.int32), use_resource=False)
-  return tf.compat.v1.count_up_to(variable, limit)
+@pytest.fixture
+def graph():
+  with tf.Graph().as_default() as g:
+    yield g
 
 
-class BatchQueueTest(tf.test.TestCase):
-
-  def _run_batches(self, batch, num_batches, expected_fn, first=2):
-    with self.session() as sess:
-      sess.run(tf.compat.v1.global_variables_initializer())
-      with input_test_util.queue_runners(sess):
-        i = first
-        for _ in range(num_batches):
-          batch_np = sess.run(batch)
-          for tensor_dict in batch_np:
-            for tensor in tensor_dict.values():
-              self.assertAllEqual(tensor, expected_fn(i))
-            i += 1
-        with self.assertRaises(tf.errors.OutOfRangeError):
-          sess.run(batch)
-
-  def test_batch_and_unpad_2d_tensors_of_different_sizes_in_1st_dimension(self):
-    batch_size, num_batches = 3, 2
-    counter = _counter(2, num_batches * batch_size + 2)
-    boxes = tf.tile(tf.reshape(tf.range(4), [1, 4]), tf.stack([counter, tf.constant(1)]))
-    batch_queue = batcher.BatchQueue({'boxes': boxes}, batch_size=batch_size,
-                                     batch_queue_capacity=100, num_batch_queue_threads=1,
-                                     prefetch_queue_capacity=100)
-    batch = batch_queue.dequeue()
-    self.assertLen(batch, batch_size)
-    for tensor_dict in batch:
-      for tensor in tensor_dict.values():
-        self.assertAllEqual([None, 4], tensor.get_shape().as_list())
-    self._run_batches(batch, num_batches, lambda i: np.tile(np.arange(4), (i, 1)))
-
-  def test_batch_and_unpad_2d_tensors_of_different_sizes_in_all_dimensions(self):
-    batch_size, num_batches = 3, 2
-    counter = _counter(2, num_batches * batch_size + 2)
-    image = tf.reshape(tf.range(counter * counter), tf.stack([counter, counter]))
-    batch_queue = batcher.BatchQueue({'image': image}, batch_size=batch_size,
-                                     batch_queue_capacity=100, num_batch_queue_threads=1,
-                                     prefetch_queue_capacity=100)
-    batch = batch_queue.dequeue()
-    for tensor_dict in batch:
-      for tensor in tensor_dict.values():
-        self.assertAllEqual([None, None], tensor.get_shape().as_list())
-    self._run_batches(batch, num_batches, lambda i: np.arange(i * i).reshape((i, i)))
-
-  def test_batch_and_unpad_2d_tensors_of_same_size_in_all_dimensions(self):
-    batch_size, num_batches = 3, 3
-    counter = _counter(1, num_batches * batch_size + 1)
-    image = tf.reshape(tf.range(1, 13), [4, 3]) * counter
-    batch_queue = batcher.BatchQueue({'image': image}, batch_size=batch_size,
-                                     batch_queue_capacity=100, num_batch_queue_threads=1,
-                                     prefetch_queue_capacity=100)
-    batch = batch_queue.dequeue()
-    for tensor_dict in batch:
-      for tensor in tensor_dict.values():
-        self.assertAllEqual([4, 3], tensor.get_shape().as_list())
-    self._run_batches(batch, num_batches, lambda i: np.arange(1, 13).reshape((4, 3)) * i,
-                      first=1)
-
-  def test_batcher_when_batch_size_is_one(self):
-    batch_size, num_batches = 1, 3
-    counter = _counter(2, num_batches * batch_size + 2)
-    image = tf.reshape(tf.range(counter * counter), tf.stack([counter, counter]))
-    batch_queue = batcher.BatchQueue({'image': image}, batch_size=batch_size,
-                                     batch_queue_capacity=100, num_batch_queue_threads=1,
-                                     prefetch_queue_capacity=100)
-    batch = batch_queue.dequeue()
-    self.assertLen(batch, 1)
-    for tensor_dict in batch:
-      for tensor in tensor_dict.values():
-        self.assertAllEqual([None, None], tensor.get_shape().as_list())
-    self._run_batches(batch, num_batches, lambda i: np.arange(i * i).reshape((i, i)))
-
-  def test_mixed_keys_scalars_strings_and_runtime_shape_entries(self):
-    counter = _counter(1, 5)
-    tensor_dict = {
-        'boxes': tf.zeros(tf.stack([counter, 4])),
-        'id': counter,
-        'name': tf.strings.as_string(counter),
-    }
-    batch_queue = batcher.BatchQueue(tensor_dict, batch_size=2, batch_queue_capacity=10,
-                                     num_batch_queue_threads=1, prefetch_queue_capacity=2)
-    self.assertIn('boxes' + batcher.rt_shape_str, tensor_dict)  # the input dict is extended
-    batch = batch_queue.dequeue()
-    self.assertEqual(set(batch[0]), {'boxes', 'id', 'name'})
-    with self.session() as sess:
-      sess.run(tf.compat.v1.global_variables_initializer())
-      with input_test_util.queue_runners(sess):
-        first, second = sess.run(batch)
-    self.assertEqual((first['id'], second['id']), (1, 2))
-    self.assertEqual(first['boxes'].shape, (1, 4))
-    self.assertEqual(second['boxes'].shape, (2, 4))
-    self.assertEqual(second['name'], b'2')
-
-  def test_queue_fullness_summaries_and_op_names(self):
-    counter = _counter(1, 100)
-    batcher.BatchQueue({'x': tf.reshape(counter, [1])}, batch_size=2, batch_queue_capacity=20,
-                       num_batch_queue_threads=2, prefetch_queue_capacity=7)
-    names = [s.op.inputs[0].op.get_attr('value').string_val[0].decode()
-             if s.op.inputs[0].op.type == 'Const' else s.op.name
-             for s in tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SUMMARIES)]
-    self.assertTrue(any('queue/prefetch_queue/fraction_of_7_full' in n for n in names), names)
-    self.assertTrue(any('batch/fraction_of_20_full' in n for n in names), names)
-    graph = tf.compat.v1.get_default_graph()
-    self.assertEqual(graph.get_operation_by_name('prefetch_queue').type, 'PaddingFIFOQueueV2')
-    self.assertLen(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.QUEUE_RUNNERS), 2)
-
-  def test_rejects_bad_arguments(self):
-    with self.assertRaisesRegex(ValueError, 'batch_size'):
-      batcher.BatchQueue({'x': tf.zeros([2])}, 0, 10, 1, 2)
-    with self.assertRaisesRegex(ValueError, 'unknown rank'):
-      batcher.BatchQueue({'x': tf.compat.v1.placeholder(tf.float32)}, 2, 10, 1, 2)
+def _counter(first, stop):
+  """An int32 that is `first`, `first + 1`, ... per run; OutOfRange at `stop`."""
+  variable = tf.compat.v1.Variable(first, dtype=tf.int32, use_resource=False)
+  return tf.compat.v1.count_up_to(variable, stop)
 
 
-class PrefetcherTest(tf.test.TestCase):
+def _example(n):
+  """Tensors of every shape kind for example number `n` (a scalar tensor)."""
+  return {
+      'rows': tf.tile(tf.range(4)[tf.newaxis], tf.stack([n, 1])),  # [n, 4]
+      'square': tf.reshape(tf.range(n * n), tf.stack([n, n])),  # [n, n]
+      'fixed': tf.reshape(tf.range(12), [3, 4]) * n,  # always [3, 4]
+      'id': n,
+      'name': tf.strings.as_string(n),
+  }
 
-  def test_prefetch_tensors_with_fully_defined_shapes(self):
-    num_batches, batch_size, image_size = 5, 4, 32
-    counter = _counter(0, num_batches)
-    image = tf.random.normal([batch_size, image_size, image_size, 3], dtype=tf.float32)
-    label = tf.random.uniform([batch_size, 1], 0, 10, dtype=tf.int32)
-    prefetch_queue = prefetcher.prefetch({'counter': counter, 'image': image, 'label': label},
-                                         capacity=100)
-    tensor_dict = prefetch_queue.dequeue()
-    self.assertAllEqual(tensor_dict['image'].get_shape().as_list(),
-                        [batch_size, image_size, image_size, 3])
-    self.assertAllEqual(tensor_dict['label'].get_shape().as_list(), [batch_size, 1])
-    with self.session() as sess:
-      sess.run(tf.compat.v1.global_variables_initializer())
-      with input_test_util.queue_runners(sess):
-        for _ in range(num_batches):
-          results = sess.run(tensor_dict)
-          self.assertEqual(results['image'].shape, (batch_size, image_size, image_size, 3))
-          self.assertEqual(results['label'].shape, (batch_size, 1))
-        with self.assertRaises(tf.errors.OutOfRangeError):
-          sess.run(tensor_dict)
 
-  def test_prefetch_tensors_with_partially_defined_shapes(self):
-    num_batches, batch_size = 5, 4
-    counter = _counter(0, num_batches)
-    image_height = tf.random.uniform([], 1, 10, dtype=tf.int32)
-    image_width = tf.random.uniform([], 1, 10, dtype=tf.int32)
-    image = tf.random.normal(tf.stack([batch_size, image_height, image_width, 3]),
-                             dtype=tf.float32)
-    image.set_shape([batch_size, None, None, 3])
-    label = tf.random.uniform(tf.stack([batch_size, image_height]), 0, 10, dtype=tf.int32)
-    prefetch_queue = prefetcher.prefetch({'counter': counter, 'image': image, 'label': label},
-                                         capacity=100)
-    tensor_dict = prefetch_queue.dequeue()
-    self.assertAllEqual(tensor_dict['image'].get_shape().as_list(), [batch_size, None, None, 3])
-    self.assertAllEqual(tensor_dict['label'].get_shape().as_list(), [batch_size, None])
-    with self.session() as sess:
-      sess.run(tf.compat.v1.global_variables_initializer())
-      with input_test_util.queue_runners(sess):
-        for _ in range(num_batches):
-          results = sess.run(tensor_dict)
-          self.assertEqual(results['image'].shape[0], batch_size)
-          self.assertEqual(results['image'].shape[3], 3)
-          self.assertEqual(results['label'].shape, (batch_size, results['image'].shape[1]))
-        with self.assertRaises(tf.errors.OutOfRangeError):
-          sess.run(tensor_dict)
+def _expected(n):
+  return {
+      'rows': np.tile(np.arange(4), (n, 1)),
+      'square': np.arange(n * n).reshape(n, n),
+      'fixed': np.arange(12).reshape(3, 4) * n,
+      'id': n,
+      'name': str(n).encode(),
+  }
 
-  def test_summary_name(self):
-    queue = prefetcher.prefetch({'x': tf.zeros([3])}, capacity=4)
-    self.assertEqual(queue.name, 'prefetch_queue')
-    tags = [op.name for op in tf.compat.v1.get_default_graph().get_operations()
-            if op.type == 'ScalarSummary']
-    self.assertTrue(any('fraction_of_4_full' in t for t in tags), tags)
+
+def _batch_queue(tensor_dict, batch_size, **kwargs):
+  options = dict(batch_queue_capacity=100, num_batch_queue_threads=1, prefetch_queue_capacity=100)
+  options.update(kwargs)
+  return batcher.BatchQueue(tensor_dict, batch_size=batch_size, **options)
+
+
+@pytest.mark.parametrize('batch_size', [1, 3])
+def test_each_example_comes_back_unpadded_in_order(graph, batch_size):
+  num_batches, first = 3, 2
+  tensor_dict = _example(_counter(first, first + num_batches * batch_size))
+  examples = _batch_queue(tensor_dict, batch_size).dequeue()
+
+  # The constructor records each entry's runtime shape in the dict passed in.
+  assert 'square' + batcher.rt_shape_str in tensor_dict
+  assert len(examples) == batch_size
+  for example in examples:
+    assert set(example) == {'rows', 'square', 'fixed', 'id', 'name'}
+    static = {key: t.get_shape().as_list() for key, t in example.items()}
+    assert static == {'rows': [None, 4], 'square': [None, None], 'fixed': [3, 4],
+                      'id': [], 'name': []}
+
+  with tf.compat.v1.Session() as sess:
+    sess.run(tf.compat.v1.global_variables_initializer())
+    with input_test_util.queue_runners(sess):
+      seen = [example for _ in range(num_batches) for example in sess.run(examples)]
+      with pytest.raises(tf.errors.OutOfRangeError):  # no partial last batch
+        sess.run(examples)
+  for n, example in enumerate(seen, first):
+    for key, value in _expected(n).items():
+      np.testing.assert_array_equal(example[key], value, err_msg='%s of example %d' % (key, n))
+
+
+def test_queues_are_named_and_report_their_fullness(graph):
+  _batch_queue({'x': tf.reshape(_counter(1, 100), [1])}, 2, batch_queue_capacity=20,
+               num_batch_queue_threads=2, prefetch_queue_capacity=7)
+  summaries = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SUMMARIES)
+  tags = [tf.get_static_value(s.op.inputs[0]) for s in summaries]
+  tags = [t.decode() if isinstance(t, bytes) else s.op.name for t, s in zip(tags, summaries)]
+  assert any('batch/fraction_of_20_full' in t for t in tags), tags
+  assert any('queue/prefetch_queue/fraction_of_7_full' in t for t in tags), tags
+  assert graph.get_operation_by_name('prefetch_queue').type == 'PaddingFIFOQueueV2'
+  # One runner fills the batch queue, one the prefetch queue.
+  assert len(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.QUEUE_RUNNERS)) == 2
+
+
+@pytest.mark.parametrize('tensor, batch_size, message', [
+    (lambda: tf.zeros([2]), 0, 'batch_size'),
+    (lambda: tf.compat.v1.placeholder(tf.float32), 2, 'unknown rank'),
+])
+def test_bad_batch_queue_arguments_are_named(graph, tensor, batch_size, message):
+  with pytest.raises(ValueError, match=message):
+    batcher.BatchQueue({'x': tensor()}, batch_size, 10, 1, 2)
+
+
+def test_prefetch_keeps_static_shapes_and_ends_with_its_input(graph):
+  num_batches, batch_size = 5, 4
+  height = tf.random.uniform([], 1, 10, dtype=tf.int32)
+  width = tf.random.uniform([], 1, 10, dtype=tf.int32)
+  varying = tf.random.normal(tf.stack([batch_size, height, width, 3]))
+  varying.set_shape([batch_size, None, None, 3])
+  queue = prefetcher.prefetch({
+      'step': _counter(0, num_batches),
+      'image': tf.random.normal([batch_size, 32, 32, 3]),
+      'label': tf.random.uniform([batch_size, 1], 0, 10, dtype=tf.int32),
+      'varying_image': varying,
+      'varying_label': tf.random.uniform(tf.stack([batch_size, height]), 0, 10, dtype=tf.int32),
+  }, capacity=100)
+  tensors = queue.dequeue()
+  assert {key: t.get_shape().as_list() for key, t in tensors.items() if key != 'step'} == {
+      'image': [batch_size, 32, 32, 3], 'label': [batch_size, 1],
+      'varying_image': [batch_size, None, None, 3], 'varying_label': [batch_size, None]}
+
+  with tf.compat.v1.Session() as sess:
+    sess.run(tf.compat.v1.global_variables_initializer())
+    with input_test_util.queue_runners(sess):
+      fetched = [sess.run(tensors) for _ in range(num_batches)]
+      with pytest.raises(tf.errors.OutOfRangeError):
+        sess.run(tensors)
+  assert [f['step'] for f in fetched] == list(range(num_batches))
+  for f in fetched:
+    assert f['image'].shape == (batch_size, 32, 32, 3)
+    assert f['label'].shape == (batch_size, 1)
+    # Both varying entries were made from one draw of height (and width).
+    _, h, w, channels = f['varying_image'].shape
+    assert 1 <= h < 10 and 1 <= w < 10 and channels == 3
+    assert f['varying_label'].shape == (batch_size, h)
+
+
+def test_prefetch_queue_is_named_and_reports_its_fullness(graph):
+  queue = prefetcher.prefetch({'x': tf.zeros([3])}, capacity=4)
+  assert queue.name == 'prefetch_queue'
+  tags = [op.name for op in graph.get_operations() if op.type == 'ScalarSummary']
+  assert any('fraction_of_4_full' in t for t in tags), tags
 
 
 if __name__ == '__main__':
-  tf.test.main()
+  sys.exit(pytest.main([__file__, '-q']))
