@@ -23,11 +23,11 @@ import tensorflow as tf
 EPSILON = 1e-8
 
 
-def _centers_and_sizes(boxes):
-  ymin, xmin, ymax, xmax = tf.unstack(boxes, num=4, axis=-1)
-  height = ymax - ymin
-  width = xmax - xmin
-  return ymin + height / 2.0, xmin + width / 2.0, height, width
+def _center_and_size(boxes):
+  """Splits [..., 4] corner boxes into (y, x) centres and (height, width) sizes."""
+  corner_min, corner_max = tf.split(boxes, 2, axis=-1)
+  size = corner_max - corner_min
+  return corner_min + size / 2.0, size
 
 
 class FasterRcnnBoxCoder:
@@ -53,42 +53,33 @@ class FasterRcnnBoxCoder:
   def code_size(self):
     return 4
 
+  def _scales(self, dtype):
+    return tf.constant(self._scale_factors, dtype=dtype)
+
   def encode(self, boxes, anchors, scope=None):
     """Returns the [N, 4] codes of `boxes` relative to `anchors` (both [N, 4])."""
     with tf.compat.v1.name_scope(scope, 'Encode'):
-      ycenter_a, xcenter_a, ha, wa = _centers_and_sizes(anchors)
-      ycenter, xcenter, h, w = _centers_and_sizes(boxes)
-      ha += EPSILON
-      wa += EPSILON
-      h += EPSILON
-      w += EPSILON
-      ty = (ycenter - ycenter_a) / ha
-      tx = (xcenter - xcenter_a) / wa
-      th = tf.math.log(h / ha)
-      tw = tf.math.log(w / wa)
+      anchor_center, anchor_size = _center_and_size(anchors)
+      center, size = _center_and_size(boxes)
+      # The epsilon keeps degenerate (zero-size) boxes and anchors finite.
+      anchor_size += EPSILON
+      size += EPSILON
+      codes = tf.concat([(center - anchor_center) / anchor_size,
+                         tf.math.log(size / anchor_size)], axis=-1)
       if self._scale_factors:
-        ty *= self._scale_factors[0]
-        tx *= self._scale_factors[1]
-        th *= self._scale_factors[2]
-        tw *= self._scale_factors[3]
-      return tf.stack([ty, tx, th, tw], axis=-1)
+        codes *= self._scales(codes.dtype)
+      return codes
 
   def decode(self, rel_codes, anchors, scope=None):
     """Returns [N, 4] boxes from codes [N, 4] relative to anchors [N, 4]."""
     with tf.compat.v1.name_scope(scope, 'Decode'):
-      ycenter_a, xcenter_a, ha, wa = _centers_and_sizes(anchors)
-      ty, tx, th, tw = tf.unstack(rel_codes, num=4, axis=-1)
+      anchor_center, anchor_size = _center_and_size(anchors)
       if self._scale_factors:
-        ty /= self._scale_factors[0]
-        tx /= self._scale_factors[1]
-        th /= self._scale_factors[2]
-        tw /= self._scale_factors[3]
-      h = tf.exp(th) * ha
-      w = tf.exp(tw) * wa
-      ycenter = ty * ha + ycenter_a
-      xcenter = tx * wa + xcenter_a
-      return tf.stack([ycenter - h / 2.0, xcenter - w / 2.0,
-                       ycenter + h / 2.0, xcenter + w / 2.0], axis=-1)
+        rel_codes /= self._scales(rel_codes.dtype)
+      shift, log_stretch = tf.split(rel_codes, 2, axis=-1)
+      half_size = tf.exp(log_stretch) * anchor_size / 2.0
+      center = shift * anchor_size + anchor_center
+      return tf.concat([center - half_size, center + half_size], axis=-1)
 
 
 def batch_decode(coder, box_encodings, anchors):

@@ -134,9 +134,10 @@ def find_runs(ours, originals, window=8, min_tokens=40, min_lines=9, normalize_n
     normalize_names: see `tokens_of`.
 
   Returns:
-    A list of `Run`s, in file and line order. `original` names the reference
-    file that shares most of the run's windows and `original_lines` the
-    (first, last) lines of those windows there.
+    A list of `Run`s, in file and line order. Each run is made of the windows
+    one reference file shares (`original`; `original_lines` are the first
+    and last lines of those windows there); where several reference files
+    share a stretch, the longest run is kept.
   """
   if window < 1:
     raise ValueError('--window must be at least 1, got %d' % window)
@@ -147,22 +148,51 @@ def find_runs(ours, originals, window=8, min_tokens=40, min_lines=9, normalize_n
       index[key].append((path, start))
   # our path -> window start -> [(original path, its first line, its last line)]
   evidence = collections.defaultdict(lambda: collections.defaultdict(list))
+  # Common idioms occur thousands of times; a few sightings of one are enough.
+  sightings = collections.Counter()
   for original in originals:
     tokens = tokens_of(_read(original), normalize_names)
     for start, key in _windows(tokens, window):
-      for path, our_start in index.get(key, ()):
-        hits = evidence[path][our_start]
-        if len(hits) < _MAX_HITS:  # common idioms would otherwise pile up
-          hits.append((original, tokens[start][1], tokens[start + window - 1][1]))
+      if key not in index or sightings[key] >= _MAX_HITS:
+        continue
+      sightings[key] += 1
+      for path, our_start in index[key]:
+        evidence[path][our_start].append(
+            (original, tokens[start][1], tokens[start + window - 1][1]))
   runs = []
   for path, hits_at in evidence.items():
-    tokens = our_tokens[path]
-    for first, end in _joined(sorted(hits_at), window):
-      run_hits = [h for s in range(first, end - window + 1) for h in hits_at.get(s, ())]
-      run = _run(path, tokens, first, end, run_hits)
-      if run.num_tokens >= min_tokens or run.last_line - run.first_line + 1 >= min_lines:
-        runs.append(run)
+    candidates = []
+    for original, starts in _starts_by_original(hits_at).items():
+      for first, end in _joined(starts, window):
+        hits = [h for s in range(first, end - window + 1) for h in hits_at.get(s, ())
+                if h[0] == original]
+        candidates.append(_run(path, our_tokens[path], first, end, hits))
+    runs.extend(_longest_first(
+        [r for r in candidates
+         if r.num_tokens >= min_tokens or r.last_line - r.first_line + 1 >= min_lines]))
   return sorted(runs, key=lambda r: (r.path, r.first_line))
+
+
+def _starts_by_original(hits_at):
+  """{original path: sorted window starts of ours that it shares}.
+
+  A run is built from one original's windows only, so idioms that many
+  files share cannot chain unrelated matches into one long run.
+  """
+  by_original = collections.defaultdict(set)
+  for start, hits in hits_at.items():
+    for original, _, _ in hits:
+      by_original[original].add(start)
+  return {original: sorted(starts) for original, starts in by_original.items()}
+
+
+def _longest_first(candidates):
+  """Keeps the longest of overlapping runs (several originals may share a stretch)."""
+  kept = []
+  for run in sorted(candidates, key=lambda r: -r.num_tokens):
+    if all(run.last_line < k.first_line or run.first_line > k.last_line for k in kept):
+      kept.append(run)
+  return kept
 
 
 def _joined(starts, window):

@@ -27,6 +27,7 @@ call the model_fn once per clone on a slice of the batch; see replicate.py
 for how the model_fn's `optimizer.minimize(...)` becomes one averaged update.
 """
 
+import contextlib
 import copy
 import os
 import tempfile
@@ -57,6 +58,29 @@ GLOBAL_STEP_KEY = tf.compat.v1.GraphKeys.GLOBAL_STEP
 # really calls through `self`.
 _ALLOWED_OVERRIDES = {'model_fn', '_create_and_assert_global_step', '_export_all_saved_models',
                       'latest_checkpoint', '_call_input_fn'}
+
+
+def _declared_subset(fn, offered):
+  """The entries of `offered` whose names `fn` declares as arguments.
+
+  tf.estimator passes mode, params, config (and input_context, labels) only
+  to functions that ask for them; both user functions go through here.
+  """
+  declared = set(util.fn_args(fn))
+  return {name: value for name, value in offered.items() if name in declared}
+
+
+def _check_step_counts(steps, max_steps):
+  """`steps` (more steps) and `max_steps` (up to a step): at most one, positive.
+
+  Raises:
+    ValueError: naming the argument at fault.
+  """
+  if None not in (steps, max_steps):
+    raise ValueError('Can not provide both steps and max_steps.')
+  for name, value in (('steps', steps), ('max_steps', max_steps)):
+    if value is not None and value <= 0:
+      raise ValueError('Must specify {} > 0, given: {}'.format(name, value))
 
 
 def _verify_model_fn_args(model_fn, params):
@@ -234,36 +258,46 @@ class Estimator(object):
 
   def _call_input_fn(self, input_fn, mode, input_context=None):
     """Calls input_fn with the mode/params/config/input_context it declares."""
-    args = util.fn_args(input_fn)
-    kwargs = {}
-    if 'mode' in args:
-      kwargs['mode'] = mode
-    if 'params' in args:
-      kwargs['params'] = self.params
-    if 'config' in args:
-      kwargs['config'] = self.config
-    if 'input_context' in args:
-      kwargs['input_context'] = input_context
+    offered = {'mode': mode, 'params': self.params, 'config': self.config,
+               'input_context': input_context}
     with tf.compat.v1.device('/cpu:0'):
-      return input_fn(**kwargs)
+      return input_fn(**_declared_subset(input_fn, offered))
 
   def _get_features_and_labels_from_input_fn(self, input_fn, mode):
     return util.parse_input_fn_result(self._call_input_fn(input_fn, mode))
 
+  @contextlib.contextmanager
+  def _mode_graph(self, input_fn, mode, device_fn=None):
+    """A fresh default graph holding the seed, the global step and the input.
+
+    Every mode starts the same way; the body adds the model_fn's part.
+
+    Yields:
+      (global step, features, labels, hooks the input needs).
+    """
+    with tf.Graph().as_default() as graph, graph.device(device_fn):
+      tf.compat.v1.set_random_seed(self._config.tf_random_seed)
+      global_step = self._create_and_assert_global_step(graph)
+      features, labels, input_hooks = self._get_features_and_labels_from_input_fn(
+          input_fn, mode)
+      yield global_step, features, labels, input_hooks
+
+  def _checkpoint_to_use(self, checkpoint_path, purpose):
+    """`checkpoint_path`, else the latest one; None (logged) in an untrained model_dir."""
+    if checkpoint_path:
+      return checkpoint_path
+    latest = self.latest_checkpoint()
+    if not latest:
+      logging.info('Could not find trained model in model_dir: {}, running '
+                   'initialization to {}.'.format(self._model_dir, purpose))
+    return latest
+
   def _call_model_fn(self, features, labels, mode, config):
     """Calls model_fn with the arguments it declares; checks the result."""
-    args = util.fn_args(self._model_fn)
-    kwargs = {}
-    if 'labels' in args:
-      kwargs['labels'] = labels
-    elif labels is not None:
+    kwargs = _declared_subset(self._model_fn, {
+        'labels': labels, 'mode': mode, 'params': self.params, 'config': config})
+    if labels is not None and 'labels' not in kwargs:
       raise ValueError('model_fn does not take labels, but input_fn returns labels.')
-    if 'mode' in args:
-      kwargs['mode'] = mode
-    if 'params' in args:
-      kwargs['params'] = self.params
-    if 'config' in args:
-      kwargs['config'] = config
     logging.info('Calling model_fn.')
     spec = self._model_fn(features=features, **kwargs)
     logging.info('Done calling model_fn.')
@@ -301,18 +335,12 @@ class Estimator(object):
                        'to given configuration. Current configuration: {}.'.format(
                            self.config))
     hooks = util.check_hooks_type(hooks)
-    if steps is not None and max_steps is not None:
-      raise ValueError('Can not provide both steps and max_steps.')
-    if steps is not None and steps <= 0:
-      raise ValueError('Must specify steps > 0, given: {}'.format(steps))
-    if max_steps is not None and max_steps <= 0:
-      raise ValueError('Must specify max_steps > 0, given: {}'.format(max_steps))
-    if max_steps is not None:
-      start_step = load_global_step_from_checkpoint_dir(self._model_dir)
-      if max_steps <= start_step:
-        logging.info('Skipping training since max_steps has already saved.')
-        return self
-    if steps is not None or max_steps is not None:
+    _check_step_counts(steps, max_steps)
+    if max_steps is not None and load_global_step_from_checkpoint_dir(
+        self._model_dir) >= max_steps:
+      logging.info('Skipping training since max_steps has already saved.')
+      return self
+    if (steps, max_steps) != (None, None):
       hooks.append(tf.compat.v1.train.StopAtStepHook(steps, max_steps))
     saving_listeners = util.check_listeners_type(saving_listeners)
     loss = self._train_model(input_fn, hooks, saving_listeners)
@@ -320,11 +348,8 @@ class Estimator(object):
     return self
 
   def _train_model(self, input_fn, hooks, saving_listeners):
-    with tf.Graph().as_default() as g, g.device(self._device_fn):
-      tf.compat.v1.set_random_seed(self._config.tf_random_seed)
-      global_step = self._create_and_assert_global_step(g)
-      features, labels, input_hooks = self._get_features_and_labels_from_input_fn(
-          input_fn, ModeKeys.TRAIN)
+    with self._mode_graph(input_fn, ModeKeys.TRAIN, self._device_fn) as (
+        global_step, features, labels, input_hooks):
       if self._config.num_clones > 1 or self._config._deployment_config is not None:
         spec = replicate.build_clones(self, features, labels, self._config.deployment_config)
       else:
@@ -374,20 +399,11 @@ class Estimator(object):
       dict of metric values, with `loss` and `global_step`.
     """
     hooks = util.check_hooks_type(hooks)
-    if steps is not None and steps <= 0:
-      raise ValueError('Must specify steps > 0, given: {}'.format(steps))
+    _check_step_counts(steps, None)
     hooks.append(util.StopAfterNEvalsHook(steps, log_progress=True))
-    if not checkpoint_path:
-      latest = self.latest_checkpoint()
-      if not latest:
-        logging.info('Could not find trained model in model_dir: {}, running '
-                     'initialization to evaluate.'.format(self._model_dir))
-      checkpoint_path = latest
-    with tf.Graph().as_default() as g:
-      tf.compat.v1.set_random_seed(self._config.tf_random_seed)
-      global_step = self._create_and_assert_global_step(g)
-      features, labels, input_hooks = self._get_features_and_labels_from_input_fn(
-          input_fn, ModeKeys.EVAL)
+    checkpoint_path = self._checkpoint_to_use(checkpoint_path, 'evaluate')
+    with self._mode_graph(input_fn, ModeKeys.EVAL) as (
+        global_step, features, labels, input_hooks):
       spec = self._call_model_fn(features, labels, ModeKeys.EVAL, self.config)
       self._maybe_warm_start(checkpoint_path)
       update_op, eval_dict = self._metric_ops(spec)
@@ -455,16 +471,8 @@ class Estimator(object):
       Prediction values (dicts when the model_fn's predictions are a dict).
     """
     hooks = util.check_hooks_type(hooks)
-    if not checkpoint_path:
-      checkpoint_path = self.latest_checkpoint()
-      if not checkpoint_path:
-        logging.info('Could not find trained model in model_dir: {}, running '
-                     'initialization to predict.'.format(self._model_dir))
-    with tf.Graph().as_default() as g:
-      tf.compat.v1.set_random_seed(self._config.tf_random_seed)
-      self._create_and_assert_global_step(g)
-      features, _, input_hooks = self._get_features_and_labels_from_input_fn(
-          input_fn, ModeKeys.PREDICT)
+    checkpoint_path = self._checkpoint_to_use(checkpoint_path, 'predict')
+    with self._mode_graph(input_fn, ModeKeys.PREDICT) as (_, features, _, input_hooks):
       if not (input_hooks or tf.compat.v1.get_collection(
           tf.compat.v1.GraphKeys.QUEUE_RUNNERS)):
         logging.warning('Input graph does not use tf.data.Dataset or contain a QueueRunner. '

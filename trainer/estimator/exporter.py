@@ -146,54 +146,45 @@ class Exporter(abc.ABC):
     """
 
 
-class _SavedModelExporter(Exporter):
-  """Writes a SavedModel of the evaluated checkpoint every time it is called."""
+class _SavedModelWriter(Exporter):
+  """What the three exporters share: a name, and a SavedModel written of a checkpoint.
+
+  Subclasses decide when to write (`export`) and how many to keep.
+  """
 
   def __init__(self, name, serving_input_receiver_fn, assets_extra=None, as_text=False):
     self._name = name
-    self._serving_input_receiver_fn = serving_input_receiver_fn
-    self._assets_extra = assets_extra
-    self._as_text = as_text
+    self._receiver_fn = serving_input_receiver_fn
+    self._export_options = {'assets_extra': assets_extra, 'as_text': as_text}
 
   @property
   def name(self):
     return self._name
 
-  def export(self, estimator, export_path, checkpoint_path, eval_result, is_the_final_export):
-    del eval_result, is_the_final_export
-    return estimator.export_saved_model(
-        export_path, self._serving_input_receiver_fn, assets_extra=self._assets_extra,
-        as_text=self._as_text, checkpoint_path=checkpoint_path)
+  def _write(self, estimator, export_path, checkpoint_path):
+    return estimator.export_saved_model(export_path, self._receiver_fn,
+                                        checkpoint_path=checkpoint_path, **self._export_options)
 
 
-class FinalExporter(Exporter):
-  """Exports only the model evaluated after training has ended."""
+class FinalExporter(_SavedModelWriter):
+  """Exports only the model evaluated after training has ended.
 
-  def __init__(self, name, serving_input_receiver_fn, assets_extra=None, as_text=False):
-    """Creates the exporter.
-
-    Args:
-      name: unique name; exports go to `model_dir/export/<name>/<timestamp>`.
-      serving_input_receiver_fn: builds the `ServingInputReceiver` of the export.
-      assets_extra: optional {destination path in assets.extra/: source file}.
-      as_text: write `saved_model.pbtxt` instead of `saved_model.pb`.
-    """
-    self._saved_model_exporter = _SavedModelExporter(
-        name, serving_input_receiver_fn, assets_extra, as_text)
-
-  @property
-  def name(self):
-    return self._saved_model_exporter.name
+  Args:
+    name: unique name; exports go to `model_dir/export/<name>/<timestamp>`.
+    serving_input_receiver_fn: builds the `ServingInputReceiver` of the export.
+    assets_extra: optional {destination path in assets.extra/: source file}.
+    as_text: write `saved_model.pbtxt` instead of `saved_model.pb`.
+  """
 
   def export(self, estimator, export_path, checkpoint_path, eval_result, is_the_final_export):
-    if not is_the_final_export:
-      return None
-    logging.info('Performing the final export in the end of training.')
-    return self._saved_model_exporter.export(
-        estimator, export_path, checkpoint_path, eval_result, is_the_final_export)
+    del eval_result
+    if is_the_final_export:
+      logging.info('Performing the final export in the end of training.')
+      return self._write(estimator, export_path, checkpoint_path)
+    return None
 
 
-class LatestExporter(Exporter):
+class LatestExporter(_SavedModelWriter):
   """Exports after every evaluation and keeps the `exports_to_keep` newest."""
 
   def __init__(self, name, serving_input_receiver_fn, assets_extra=None, as_text=False,
@@ -210,23 +201,18 @@ class LatestExporter(Exporter):
     Raises:
       ValueError: when `exports_to_keep` is not None and not positive.
     """
-    self._saved_model_exporter = _SavedModelExporter(
-        name, serving_input_receiver_fn, assets_extra, as_text)
+    super().__init__(name, serving_input_receiver_fn, assets_extra, as_text)
     _check_exports_to_keep(exports_to_keep)
     self._exports_to_keep = exports_to_keep
 
-  @property
-  def name(self):
-    return self._saved_model_exporter.name
-
   def export(self, estimator, export_path, checkpoint_path, eval_result, is_the_final_export):
-    export_result = self._saved_model_exporter.export(
-        estimator, export_path, checkpoint_path, eval_result, is_the_final_export)
+    del eval_result, is_the_final_export
+    written = self._write(estimator, export_path, checkpoint_path)
     _garbage_collect_exports(export_path, self._exports_to_keep)
-    return export_result
+    return written
 
 
-class BestExporter(Exporter):
+class BestExporter(_SavedModelWriter):
   """Exports a model only when it beats every evaluation recorded so far."""
 
   def __init__(self, name='best_exporter', serving_input_receiver_fn=None,
@@ -255,17 +241,12 @@ class BestExporter(Exporter):
       raise ValueError('`compare_fn` must be callable.')
     _verify_compare_fn_args(compare_fn)
     _check_exports_to_keep(exports_to_keep)
-    self._saved_model_exporter = _SavedModelExporter(
-        name, serving_input_receiver_fn, assets_extra, as_text)
+    super().__init__(name, serving_input_receiver_fn, assets_extra, as_text)
     self._event_file_pattern = event_file_pattern
     self._compare_fn = compare_fn
     self._exports_to_keep = exports_to_keep
     self._model_dir = None
     self._best_eval_result = None
-
-  @property
-  def name(self):
-    return self._saved_model_exporter.name
 
   def _is_better(self, best, current):
     return self._compare_fn(best_eval_result=best, current_eval_result=current)
@@ -315,7 +296,6 @@ class BestExporter(Exporter):
       return None
     logging.info('Performing best model export.')
     self._best_eval_result = eval_result
-    export_result = self._saved_model_exporter.export(
-        estimator, export_path, checkpoint_path, eval_result, is_the_final_export)
+    written = self._write(estimator, export_path, checkpoint_path)
     _garbage_collect_exports(export_path, self._exports_to_keep)
-    return export_result
+    return written

@@ -200,15 +200,12 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
     ValueError: for an unusable task configuration.
     RuntimeError: when no checkpoint could be evaluated in local mode.
   """
-  if not isinstance(estimator, estimator_lib.Estimator):
-    raise TypeError('`estimator` must have type `tf.estimator.Estimator`. '
-                    'Got: {}'.format(type(estimator)))
-  if not isinstance(train_spec, TrainSpec):
-    raise TypeError('`train_spec` must have type `tf.estimator.TrainSpec`. '
-                    'Got: {}'.format(type(train_spec)))
-  if not isinstance(eval_spec, EvalSpec):
-    raise TypeError('`eval_spec` must have type `tf.estimator.EvalSpec`. '
-                    'Got: {}'.format(type(eval_spec)))
+  for name, value, expected in (('estimator', estimator, estimator_lib.Estimator),
+                                ('train_spec', train_spec, TrainSpec),
+                                ('eval_spec', eval_spec, EvalSpec)):
+    if not isinstance(value, expected):
+      raise TypeError('`{}` must have type `tf.estimator.{}`. Got: {}'.format(
+          name, expected.__name__, type(value)))
   config = estimator.config
   if config.task_type == 'evaluator' and config.task_id > 0:
     raise ValueError('For distributed training, there can only be one `evaluator` task '

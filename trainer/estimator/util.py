@@ -71,14 +71,16 @@ def parse_input_fn_result(result):
   """
   hooks = []
   if isinstance(result, _DATASET_TYPES):
+    # A Dataset is read through an iterator that each new session rewinds.
     iterator = tf.compat.v1.data.make_initializable_iterator(result)
-    hooks.append(DatasetInitializerHook(iterator))
+    hooks = [DatasetInitializerHook(iterator)]
     result = iterator.get_next()
-  if isinstance(result, (list, tuple)):
-    if len(result) != 2:
-      raise ValueError('input_fn should return (features, labels) as a len 2 tuple.')
-    return result[0], result[1], hooks
-  return result, None, hooks
+  if not isinstance(result, (list, tuple)):
+    return result, None, hooks  # features alone (predict, or labels inside)
+  if len(result) != 2:
+    raise ValueError('input_fn should return (features, labels) as a len 2 tuple.')
+  features, labels = result
+  return features, labels, hooks
 
 
 def check_each_is(values, expected_type, message, container=list):
