@@ -8,6 +8,7 @@ about the third.
 """
 
 import json
+import os
 import sys
 
 import pytest
@@ -110,6 +111,26 @@ def test_renamed_variables_are_found_only_with_normalized_names(trees):
   assert spans[-1] == _TWIN, spans
   assert all(last < _FRESH[1] or first > _FRESH[1] for first, last in spans), spans
   assert not [r for r in _runs(trees, min_tokens=30) if r.first_line >= _TWIN[0]]
+
+
+def test_a_run_comes_from_one_original_and_overlaps_keep_the_longest(tmp_path):
+  first = 'def first_half(a, b):\n  return [x * a + b for x in range(a) if x % b]\n'
+  second = 'def second_half(c, d):\n  return {k: (c - k) ** d for k in range(c) if k > d}\n'
+  ours = tmp_path / 'ours.py'
+  ours.write_text(first + second)
+  (tmp_path / 'one.py').write_text(first)
+  (tmp_path / 'two.py').write_text(second)
+  (tmp_path / 'both.py').write_text(first + second)
+  theirs = [str(tmp_path / name) for name in ('one.py', 'two.py')]
+  # Two originals, one half each: two runs, each naming its own file.
+  runs = originality_check.find_runs([str(ours)], theirs, min_tokens=20)
+  assert [(r.first_line, os.path.basename(r.original)) for r in runs] == [
+      (1, 'one.py'), (3, 'two.py')]
+  # A file holding both halves explains the whole stretch: one run.
+  runs = originality_check.find_runs([str(ours)], theirs + [str(tmp_path / 'both.py')],
+                                     min_tokens=20)
+  assert [(r.first_line, r.last_line, os.path.basename(r.original)) for r in runs] == [
+      (1, 4, 'both.py')]
 
 
 def test_short_shared_idioms_stay_below_the_thresholds(trees):
