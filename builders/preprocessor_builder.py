@@ -106,18 +106,34 @@ def _padded_size_ratios(operations, name, default):
   return pairs
 
 
-def _crop_operation_lists(operations, with_aspect_ratio=True):
-  """The per-operation lists shared by the SSD crop steps."""
-  kwargs = {
-      'min_object_covered': [op.min_object_covered for op in operations],
-  }
-  if with_aspect_ratio:
-    kwargs['aspect_ratio_range'] = [(op.min_aspect_ratio, op.max_aspect_ratio)
-                                    for op in operations]
-  kwargs['area_range'] = [(op.min_area, op.max_area) for op in operations]
-  kwargs['overlap_thresh'] = [op.overlap_thresh for op in operations]
-  kwargs['random_coef'] = [op.random_coef for op in operations]
+# The crop-window arguments of every crop step: keyword -> the message field
+# holding it, or the (low, high) pair of fields holding a range.
+_CROP_WINDOW_FIELDS = (
+    ('min_object_covered', 'min_object_covered'),
+    ('aspect_ratio_range', ('min_aspect_ratio', 'max_aspect_ratio')),
+    ('area_range', ('min_area', 'max_area')),
+    ('overlap_thresh', 'overlap_thresh'),
+    ('random_coef', 'random_coef'),
+)
+
+
+def _crop_window(message, with_aspect_ratio=True):
+  """The crop-window kwargs of one crop message (a step or one SSD operation)."""
+  kwargs = {}
+  for keyword, fields in _CROP_WINDOW_FIELDS:
+    if keyword == 'aspect_ratio_range' and not with_aspect_ratio:
+      continue  # the fixed-aspect-ratio steps take one ratio for all operations
+    if isinstance(fields, tuple):
+      kwargs[keyword] = tuple(getattr(message, field) for field in fields)
+    else:
+      kwargs[keyword] = getattr(message, fields)
   return kwargs
+
+
+def _crop_operation_lists(operations, with_aspect_ratio=True):
+  """The SSD crop steps' kwargs: each crop-window argument as a per-operation list."""
+  windows = [_crop_window(op, with_aspect_ratio) for op in operations]
+  return {keyword: [window[keyword] for window in windows] for keyword in windows[0]}
 
 
 def build(preprocessor_step_config):
@@ -150,14 +166,8 @@ def build(preprocessor_step_config):
     return preprocessor.random_rotation90, {}
 
   if step_type == 'random_crop_image':
-    config = preprocessor_step_config.random_crop_image
-    return preprocessor.random_crop_image, {
-        'min_object_covered': config.min_object_covered,
-        'aspect_ratio_range': (config.min_aspect_ratio, config.max_aspect_ratio),
-        'area_range': (config.min_area, config.max_area),
-        'overlap_thresh': config.overlap_thresh,
-        'random_coef': config.random_coef,
-    }
+    return (preprocessor.random_crop_image,
+            _crop_window(preprocessor_step_config.random_crop_image))
 
   if step_type == 'random_pad_image':
     config = preprocessor_step_config.random_pad_image
@@ -173,13 +183,7 @@ def build(preprocessor_step_config):
 
   if step_type == 'random_crop_pad_image':
     config = preprocessor_step_config.random_crop_pad_image
-    kwargs = {
-        'min_object_covered': config.min_object_covered,
-        'aspect_ratio_range': (config.min_aspect_ratio, config.max_aspect_ratio),
-        'area_range': (config.min_area, config.max_area),
-        'overlap_thresh': config.overlap_thresh,
-        'random_coef': config.random_coef,
-    }
+    kwargs = _crop_window(config)
     for name, length in (('min_padded_size_ratio', 2), ('max_padded_size_ratio', 2),
                          ('pad_color', 3)):
       value = _checked_repeated(getattr(config, name), length,

@@ -214,13 +214,13 @@ def create_configs_from_pipeline_proto(pipeline_config):
 def create_pipeline_proto_from_configs(configs):
   """Inverse of `create_configs_from_pipeline_proto`."""
   pipeline_config = pipeline_pb2.TrainEvalPipelineConfig()
-  pipeline_config.model.CopyFrom(configs['model'])
-  pipeline_config.train_config.CopyFrom(configs['train_config'])
-  pipeline_config.train_input_reader.CopyFrom(configs['train_input_config'])
-  pipeline_config.eval_config.CopyFrom(configs['eval_config'])
+  # configs key -> pipeline field; deploy_config is optional (older dicts lack it).
+  for key, field in (('model', 'model'), ('train_config', 'train_config'),
+                     ('train_input_config', 'train_input_reader'),
+                     ('eval_config', 'eval_config'), ('deploy_config', 'deploy_config')):
+    if key != 'deploy_config' or key in configs:
+      getattr(pipeline_config, field).CopyFrom(configs[key])
   pipeline_config.eval_input_reader.extend(configs.get('eval_input_configs', []))
-  if 'deploy_config' in configs:
-    pipeline_config.deploy_config.CopyFrom(configs['deploy_config'])
   return pipeline_config
 
 
