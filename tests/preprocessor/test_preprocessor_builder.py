@@ -173,49 +173,68 @@ def test_resize_image_default_method_is_bilinear():
       tf.compat.v1.image.ResizeMethod.BILINEAR)
 
 
+# Two SSD crop operations, every value different so a swapped or dropped
+# field shows (all exact in float32, as the proto stores them).
+_SSD_OPERATIONS = [
+    dict(min_object_covered=0.125, min_aspect_ratio=0.5, max_aspect_ratio=2.0, min_area=0.25,
+         max_area=0.75, overlap_thresh=0.5, random_coef=0.25, min_padded_size_ratio=(1.0, 1.25),
+         max_padded_size_ratio=(2.5, 3.0), pad_color=(0.25, 0.5, 0.75)),
+    dict(min_object_covered=0.625, min_aspect_ratio=0.75, max_aspect_ratio=1.25, min_area=0.375,
+         max_area=1.0, overlap_thresh=0.0625, random_coef=0.5, min_padded_size_ratio=(1.5, 1.5),
+         max_padded_size_ratio=(1.75, 2.0), pad_color=(0.0, 0.125, 1.0)),
+]
+_WINDOW = ('min_object_covered', 'min_area', 'max_area', 'overlap_thresh', 'random_coef')
+
+
+def _ssd_step(step, fields, extra=''):
+  """Text of `step` with both `_SSD_OPERATIONS`, each limited to `fields`."""
+  operations = []
+  for op in _SSD_OPERATIONS:
+    parts = []
+    for field in fields:
+      if field == 'pad_color':
+        parts += ['pad_color_%s: %r' % rgb for rgb in zip('rgb', op['pad_color'])]
+      elif isinstance(op[field], tuple):
+        parts.append('%s: [%r, %r]' % ((field,) + op[field]))
+      else:
+        parts.append('%s: %r' % (field, op[field]))
+    operations.append('operations { %s }' % ' '.join(parts))
+  return '%s { %s %s }' % (step, ' '.join(operations), extra)
+
+
+def _per_operation(*keys):
+  """{kwarg: [value of op 0, value of op 1]} as the builder returns the window lists."""
+  ranges = {'aspect_ratio_range': ('min_aspect_ratio', 'max_aspect_ratio'),
+            'area_range': ('min_area', 'max_area')}
+  result = {}
+  for key in keys:
+    if key in ranges:
+      result[key] = [(op[ranges[key][0]], op[ranges[key][1]]) for op in _SSD_OPERATIONS]
+    else:
+      result[key] = [op[key] for op in _SSD_OPERATIONS]
+  return result
+
+
+_CROP_KWARGS = ('min_object_covered', 'aspect_ratio_range', 'area_range', 'overlap_thresh',
+                'random_coef')
+_FIXED_RATIO_KWARGS = ('min_object_covered', 'area_range', 'overlap_thresh', 'random_coef')
+_RATIO_FIELDS = ('min_aspect_ratio', 'max_aspect_ratio')
+_PADDING = ('min_padded_size_ratio', 'max_padded_size_ratio')
+
+
 def test_ssd_random_crop():
   assert _build('ssd_random_crop {}') == (preprocessor.ssd_random_crop, {})
-  function, kwargs = _build("""
-      ssd_random_crop {
-        operations { min_object_covered: 0.0 min_aspect_ratio: 0.875
-          max_aspect_ratio: 1.125 min_area: 0.5 max_area: 1.0 overlap_thresh: 0.0
-          random_coef: 0.375 }
-        operations { min_object_covered: 0.25 min_aspect_ratio: 0.75
-          max_aspect_ratio: 1.5 min_area: 0.5 max_area: 1.0 overlap_thresh: 0.25
-          random_coef: 0.375 } }""")
+  function, kwargs = _build(_ssd_step('ssd_random_crop', _WINDOW + _RATIO_FIELDS))
   assert function is preprocessor.ssd_random_crop
-  assert kwargs == {
-      'min_object_covered': [0.0, 0.25],
-      'aspect_ratio_range': [(0.875, 1.125), (0.75, 1.5)],
-      'area_range': [(0.5, 1.0), (0.5, 1.0)],
-      'overlap_thresh': [0.0, 0.25],
-      'random_coef': [0.375, 0.375]}
+  assert kwargs == _per_operation(*_CROP_KWARGS)
 
 
 def test_ssd_random_crop_pad():
   assert _build('ssd_random_crop_pad {}') == (preprocessor.ssd_random_crop_pad, {})
-  function, kwargs = _build("""
-      ssd_random_crop_pad {
-        operations { min_object_covered: 0.0 min_aspect_ratio: 0.875
-          max_aspect_ratio: 1.125 min_area: 0.5 max_area: 1.0 overlap_thresh: 0.0
-          random_coef: 0.375 min_padded_size_ratio: [1.0, 1.0]
-          max_padded_size_ratio: [2.0, 2.0] pad_color_r: 0.5 pad_color_g: 0.5
-          pad_color_b: 0.5 }
-        operations { min_object_covered: 0.25 min_aspect_ratio: 0.75
-          max_aspect_ratio: 1.5 min_area: 0.5 max_area: 1.0 overlap_thresh: 0.25
-          random_coef: 0.375 min_padded_size_ratio: [1.0, 1.0]
-          max_padded_size_ratio: [2.0, 2.0] pad_color_r: 0.5 pad_color_g: 0.5
-          pad_color_b: 0.5 } }""")
+  function, kwargs = _build(_ssd_step(
+      'ssd_random_crop_pad', _WINDOW + _RATIO_FIELDS + _PADDING + ('pad_color',)))
   assert function is preprocessor.ssd_random_crop_pad
-  assert kwargs == {
-      'min_object_covered': [0.0, 0.25],
-      'aspect_ratio_range': [(0.875, 1.125), (0.75, 1.5)],
-      'area_range': [(0.5, 1.0), (0.5, 1.0)],
-      'overlap_thresh': [0.0, 0.25],
-      'random_coef': [0.375, 0.375],
-      'min_padded_size_ratio': [(1.0, 1.0), (1.0, 1.0)],
-      'max_padded_size_ratio': [(2.0, 2.0), (2.0, 2.0)],
-      'pad_color': [(0.5, 0.5, 0.5), (0.5, 0.5, 0.5)]}
+  assert kwargs == _per_operation(*(_CROP_KWARGS + _PADDING + ('pad_color',)))
   with pytest.raises(ValueError, match=r'operations\[0\].min_padded_size_ratio'):
     _build('ssd_random_crop_pad { operations { min_padded_size_ratio: [1.0] } }')
 
@@ -223,41 +242,27 @@ def test_ssd_random_crop_pad():
 def test_ssd_random_crop_fixed_aspect_ratio():
   assert _build('ssd_random_crop_fixed_aspect_ratio {}') == (
       preprocessor.ssd_random_crop_fixed_aspect_ratio, {})
-  function, kwargs = _build("""
-      ssd_random_crop_fixed_aspect_ratio {
-        operations { min_object_covered: 0.0 min_area: 0.5 max_area: 1.0
-          overlap_thresh: 0.0 random_coef: 0.375 }
-        operations { min_object_covered: 0.25 min_area: 0.5 max_area: 1.0
-          overlap_thresh: 0.25 random_coef: 0.375 }
-        aspect_ratio: 0.875 }""")
+  function, kwargs = _build(_ssd_step('ssd_random_crop_fixed_aspect_ratio', _WINDOW,
+                                      extra='aspect_ratio: 1.5'))
   assert function is preprocessor.ssd_random_crop_fixed_aspect_ratio
-  assert kwargs == {
-      'min_object_covered': [0.0, 0.25], 'aspect_ratio': 0.875,
-      'area_range': [(0.5, 1.0), (0.5, 1.0)], 'overlap_thresh': [0.0, 0.25],
-      'random_coef': [0.375, 0.375]}
+  assert kwargs == dict(_per_operation(*_FIXED_RATIO_KWARGS), aspect_ratio=1.5)
 
 
 def test_ssd_random_crop_pad_fixed_aspect_ratio():
   function, kwargs = _build('ssd_random_crop_pad_fixed_aspect_ratio {}')
   assert function is preprocessor.ssd_random_crop_pad_fixed_aspect_ratio
   assert kwargs == {'aspect_ratio': 1.0}
+  # Different padding per operation: one pair per operation.
+  _, kwargs = _build(_ssd_step('ssd_random_crop_pad_fixed_aspect_ratio',
+                               _WINDOW + _RATIO_FIELDS + _PADDING, extra='aspect_ratio: 1.5'))
+  assert kwargs == dict(_per_operation(*(_CROP_KWARGS + _PADDING)), aspect_ratio=1.5)
+  # The same padding everywhere collapses to one pair.
   _, kwargs = _build("""
       ssd_random_crop_pad_fixed_aspect_ratio {
-        operations { min_object_covered: 0.0 min_aspect_ratio: 0.875
-          max_aspect_ratio: 1.125 min_area: 0.5 max_area: 1.0 overlap_thresh: 0.0
-          random_coef: 0.375 min_padded_size_ratio: [1.0, 1.0]
-          max_padded_size_ratio: [2.0, 2.0] }
-        operations { min_object_covered: 0.25 min_aspect_ratio: 0.75
-          max_aspect_ratio: 1.5 min_area: 0.5 max_area: 1.0 overlap_thresh: 0.25
-          random_coef: 0.375 min_padded_size_ratio: [1.0, 1.0]
-          max_padded_size_ratio: [2.0, 2.0] }
-        aspect_ratio: 0.875 }""")
-  assert kwargs == {
-      'min_object_covered': [0.0, 0.25], 'aspect_ratio': 0.875,
-      'aspect_ratio_range': [(0.875, 1.125), (0.75, 1.5)],
-      'area_range': [(0.5, 1.0), (0.5, 1.0)], 'overlap_thresh': [0.0, 0.25],
-      'random_coef': [0.375, 0.375],
-      'min_padded_size_ratio': (1.0, 1.0), 'max_padded_size_ratio': (2.0, 2.0)}
+        operations { min_padded_size_ratio: [1.25, 1.25] max_padded_size_ratio: [2.5, 2.5] }
+        operations { min_padded_size_ratio: [1.25, 1.25] max_padded_size_ratio: [2.5, 2.5] } }""")
+  assert (kwargs['min_padded_size_ratio'], kwargs['max_padded_size_ratio']) == (
+      (1.25, 1.25), (2.5, 2.5))
   _, kwargs = _build("""
       ssd_random_crop_pad_fixed_aspect_ratio {
         operations { max_padded_size_ratio: [2.0, 2.0] }
