@@ -306,6 +306,7 @@ def test_one_gradient_per_trainable_variable_placed_for_the_deployment(graph, na
   kwargs, model, gradient_device, variable_device, summed = _GRADIENTS[name]
   clones = _clones(model, **kwargs)
   num_clones = kwargs.get('num_clones', 1)
+  assert len(slim.get_variables()) == _MODELS[model][1]
   assert len(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)) == (
       _MODELS[model][2] * num_clones)
   optimizer = tf.compat.v1.train.GradientDescentOptimizer(learning_rate=1.0)
