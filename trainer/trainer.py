@@ -23,7 +23,7 @@ Where we differ from the original, on purpose:
 * `sync_replicas` works with `num_clones > 1` (the original refused).
 * A batch size not divisible by the clones is an error, not a silent floor.
 * Gradients are applied only after the total loss passed `check_numerics`
-  and, by default, the global gradient norm is finite (trainer.numerics), so
+  and, by default, the global gradient norm is finite (core.numerics), so
   a NaN step leaves the variables (and the last checkpoint) intact, and the
   error names the step.
 * One `Session.run` per step, with progress (loss, steps/sec, examples/sec,
@@ -56,19 +56,19 @@ from builders import optimizer_builder
 from builders import preprocessor_builder
 from core import batcher
 from core import fine_tune
+from core import gradient_surgery
 from core import label_map_util
 from core import model as model_lib
 from core import model_generations
+from core import numerics
 from core import paths
 from core import preprocessor
 from core import standard_fields as fields
-from core import variables_helper
 from deployment import cluster_runtime
 from deployment import fault_tolerance
 from deployment import model_deploy
 from deployment import replica_watch
 from deployment import sync_replicas
-from trainer import numerics
 from trainer import training_loop
 
 _LABEL_ID_OFFSET = fields.LABEL_ID_OFFSET
@@ -243,77 +243,10 @@ def _create_losses(input_queue, create_model_fn, train_config):
     tf.compat.v1.losses.add_loss(loss_tensor)
 
 
-def fine_tune_checkpoint_type(train_config):
-  """The fine-tune checkpoint type of `train_config`, without changing it.
-
-  An empty `fine_tune_checkpoint_type` falls back to the deprecated
-  `from_detection_checkpoint` flag, as the OD API does.
-
-  Args:
-    train_config: a `train_pb2.TrainConfig`.
-
-  Returns:
-    'detection', 'classification' or the configured type.
-  """
-  if train_config.fine_tune_checkpoint_type:
-    return train_config.fine_tune_checkpoint_type
-  return 'detection' if train_config.from_detection_checkpoint else 'classification'
-
-
-def build_init_fn(detection_model, train_config):
-  """Returns an init_fn restoring the fine-tune checkpoint, or None.
-
-  Only variables present in the checkpoint with the right shape are
-  restored (the rest are logged as skipped); the global step never is.
-  `train_config` is read, never written.
-  """
-  if not train_config.fine_tune_checkpoint:
-    return None
-  var_map = model_generations.DetectionModelCalls(detection_model).restore_map(
-      fine_tune_checkpoint_type=fine_tune_checkpoint_type(train_config),
-      load_all_detection_checkpoint_vars=(
-          train_config.load_all_detection_checkpoint_vars))
-  return fine_tune.create_init_fn(var_map, train_config.fine_tune_checkpoint,
-                                  include_global_step=False)
-
-
-def transform_gradients(grads_and_vars, train_config, wait_for=None):
-  """Applies the train config's gradient surgery, in the OD trainer's order.
-
-  Shared by `train()` and `trainer.model_lib`'s Estimator model_fn.
-
-  Args:
-    grads_and_vars: list of (gradient, variable) pairs.
-    train_config: a `train_pb2.TrainConfig`: `bias_grad_multiplier`,
-      `freeze_variables`, `update_trainable_variables`,
-      `gradient_clipping_by_norm`, `check_gradient_norm` (see trainer.numerics).
-    wait_for: optional tensor or op (the checked loss) the returned gradients
-      wait for, with the gradient-norm check when that is on.
-
-  Returns:
-    The transformed list of (gradient, variable) pairs.
-  """
-  if train_config.bias_grad_multiplier:
-    grads_and_vars = variables_helper.multiply_gradients_matching_regex(
-        grads_and_vars, ['.*/biases'], multiplier=train_config.bias_grad_multiplier)
-  if train_config.freeze_variables:
-    grads_and_vars = variables_helper.freeze_gradients_matching_regex(
-        grads_and_vars, train_config.freeze_variables)
-  if train_config.update_trainable_variables:
-    trainable = set(variables_helper.filter_trainable_variables(
-        [v for _, v in grads_and_vars],
-        include_patterns=train_config.update_trainable_variables))
-    grads_and_vars = [(g, v) for g, v in grads_and_vars if v in trainable]
-  if train_config.gradient_clipping_by_norm > 0:
-    with tf.compat.v1.name_scope('clip_grads'):
-      grads_and_vars = slim.learning.clip_gradient_norms(
-          grads_and_vars, train_config.gradient_clipping_by_norm)
-  if train_config.check_gradient_norm and not train_config.use_mixed_precision:
-    # Mixed precision's dynamic loss scale skips inf steps by itself.
-    return numerics.check_gradient_norm(grads_and_vars, also_wait_for=wait_for)
-  if wait_for is not None:
-    return numerics.gate_gradients(grads_and_vars, wait_for)
-  return grads_and_vars
+# Shared with trainer.model_lib's Estimator model_fn; kept here under their old names.
+fine_tune_checkpoint_type = fine_tune.fine_tune_checkpoint_type
+build_init_fn = fine_tune.build_init_fn
+transform_gradients = gradient_surgery.transform_gradients
 
 
 def _release_workers_then(sync_optimizer, on_finish):
@@ -423,7 +356,7 @@ def build_training_graph(create_tensor_dict_fn, create_model_fn, train_config, t
         keep_checkpoint_every_n_hours=train_config.keep_checkpoint_every_n_hours)
     return TrainingGraph(
         graph=graph, train_tensor=train_tensor, step_after_update=step_after_update,
-        saver=saver, init_fn=build_init_fn(detection_model, train_config),
+        saver=saver, init_fn=fine_tune.build_init_fn(detection_model, train_config),
         summary_op=_build_summary_op(summaries, clones[0].scope),
         sync_optimizer=sync_optimizer, replica_progress=replica_progress)
 
@@ -479,7 +412,8 @@ def _build_update(clones, optimizer, global_step, train_config, stamp=None):
       training_loop.NAN_LOSS_MESSAGE)
   # The update waits for the numerics checks (the loss, and the gradient norm
   # in transform_gradients), so a NaN step changes nothing.
-  grads_and_vars = transform_gradients(grads_and_vars, train_config, wait_for=total_loss)
+  grads_and_vars = gradient_surgery.transform_gradients(grads_and_vars, train_config,
+                                                        wait_for=total_loss)
   update_ops.append(model_deploy.apply_gradients(clones, optimizer, grads_and_vars,
                                                  global_step=global_step))
   if stamp is not None:  # After apply_gradients created the sync local step.
