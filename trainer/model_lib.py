@@ -288,8 +288,8 @@ def _eval_scaffold(train_config, eval_config):
   """A Scaffold restoring moving averages when they are configured, or None."""
   if not moving_averages.uses_moving_averages(train_config, eval_config):
     return None
-  saver = tf.compat.v1.train.Saver(moving_averages.moving_average_restore_map())
-  return tf.compat.v1.train.Scaffold(saver=saver)
+  # The checkpoint is chosen after the graph is built: the map cannot be checked here.
+  return tf.compat.v1.train.Scaffold(saver=moving_averages.restore_saver(True))
 
 
 def create_model_fn(detection_model_fn, configs, hparams=None, use_tpu=False,
