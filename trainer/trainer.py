@@ -64,6 +64,7 @@ from core import numerics
 from core import paths
 from core import preprocessor
 from core import standard_fields as fields
+from deployment import clone_batch
 from deployment import cluster_runtime
 from deployment import fault_tolerance
 from deployment import model_deploy
@@ -84,13 +85,8 @@ def batch_size_per_clone(train_config, num_clones):
     ValueError: if batch_size is not divisible by num_clones (or by
       replicas_to_aggregate with sync_replicas).
   """
-  batch_size = train_config.batch_size
-  if batch_size % num_clones:
-    raise ValueError(
-        'train_config.batch_size=%d is not divisible by num_clones=%d; '
-        'choose a batch size that splits evenly over the clones'
-        % (batch_size, num_clones))
-  batch_size //= num_clones
+  batch_size = clone_batch.per_clone_batch_size(train_config.batch_size, num_clones,
+                                                'train_config.batch_size')
   if train_config.sync_replicas:
     replicas = max(train_config.replicas_to_aggregate, 1)
     if batch_size % replicas:
