@@ -36,6 +36,30 @@ def test_trainer_numerics_is_core_numerics():
     assert getattr(numerics, name) is getattr(core_numerics, name), name
 
 
+def test_builders_learning_schedules_is_utils_learning_schedules():
+  from builders import learning_schedules as old_home
+  from utils import learning_schedules
+
+  for name in old_home.__all__:
+    assert getattr(old_home, name) is getattr(learning_schedules, name), name
+  assert sorted(old_home.__all__) == sorted(
+      name for name in dir(learning_schedules)
+      if callable(getattr(learning_schedules, name)) and not name.startswith('_')
+      and getattr(learning_schedules, name).__module__ == learning_schedules.__name__)
+
+
+def test_an_old_style_schedule_call_through_the_old_path():
+  import tensorflow as tf
+  from builders import learning_schedules
+
+  with tf.Graph().as_default():
+    step = tf.compat.v1.placeholder(tf.int64, [])
+    rate = learning_schedules.manual_stepping(step, [10, 20], [1.0, 0.1, 0.01])
+    with tf.compat.v1.Session() as sess:
+      assert [round(float(sess.run(rate, {step: s})), 6) for s in (0, 10, 25)] == [
+          1.0, 0.1, 0.01]
+
+
 def _imported_packages(path):
   """The top-level package of every module `path` imports (absolute imports)."""
   with open(path) as f:
