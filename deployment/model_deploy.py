@@ -66,8 +66,9 @@ two calls the trainer must use (they also work in parameter-server mode) are
   other copies are local variables, never saved, re-initialised from copy 0 by
   the local init op after every restore.
 
-Both find the mode on the clones themselves (`Clone.replicator`), so pass them
-the whole list `create_clones` returned.
+`optimize_clones`, `apply_gradients` and `variable_copies` find the mode on the
+clones themselves (`Clone.replicator`), so pass them the whole list
+`create_clones` returned.
 
 Device functions (what `variables_device()` returns with ps tasks) must be
 entered with `tf.compat.v1.device`; TF 2.21's `tf.device` rejects functions.
