@@ -37,6 +37,9 @@ Where we differ from the original, on purpose:
   deadline, which each global step read re-arms.
 * `train()` is `build_training_graph()` then `run_training()`, so a caller can
   inspect or extend the graph (a `TrainingGraph`) before running it.
+* The run settings can come as one `trainer.train_settings.TrainSettings`
+  (`train(..., settings=TrainSettings(train_dir=..., num_clones=2))`); the OD
+  call shape keeps working beside it.
 
 Models of the OD API's 2017 interface (`preprocess(images)` returning the images,
 `predict(images)`, `loss(prediction_dict)`, `restore_map(from_detection_checkpoint=)`)
@@ -70,12 +73,14 @@ from deployment import fault_tolerance
 from deployment import model_deploy
 from deployment import replica_watch
 from deployment import sync_replicas
+from trainer import train_settings
 from trainer import training_loop
 
 _LABEL_ID_OFFSET = fields.LABEL_ID_OFFSET
 
 
 resolve_num_clones = deploy_config_builder.resolve_num_clones
+TrainSettings = train_settings.TrainSettings
 
 
 def batch_size_per_clone(train_config, num_clones):
@@ -305,7 +310,8 @@ def build_training_graph(create_tensor_dict_fn, create_model_fn, train_config, t
                          faults=None):
   """Builds the legacy trainer's graph in a new `tf.Graph`; runs nothing.
 
-  Args are those of `train()`; `num_clones` may be -1 (one per visible GPU).
+  Args are those of `train()` (see `TrainSettings`); `num_clones` may be -1
+  (one per visible GPU).
   With sync replicas and `faults.replica_names`, each step also stamps, on
   the global step's ps, the step this replica delivered gradients for.
   With `train_config.use_mixed_precision` this turns on TF's process-global
@@ -445,7 +451,7 @@ def run_training(training_graph, train_config, train_dir, master='', is_chief=Tr
     training_graph: from `build_training_graph`.
     train_config: the `train_pb2.TrainConfig` it was built from.
     train_dir, master, is_chief, session_config_override, on_finish,
-      startup_timeout_secs, faults: as for `train()`.
+      startup_timeout_secs, faults: as in `trainer.train_settings.TrainSettings`.
 
   Returns:
     The last total loss.
@@ -504,59 +510,56 @@ def run_training(training_graph, train_config, train_dir, master='', is_chief=Tr
   return runner.last_loss
 
 
-def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
-          num_clones, worker_replicas, clone_on_cpu, ps_tasks, worker_job_name,
-          is_chief, train_dir, graph_hook_fn=None, session_config_override=None,
-          on_finish=None, deployment_options=None, startup_timeout_secs=600, faults=None):
+def train(create_tensor_dict_fn, create_model_fn, train_config, master=None, task=None,
+          num_clones=None, worker_replicas=None, clone_on_cpu=None, ps_tasks=None,
+          worker_job_name=None, is_chief=None, train_dir=None, graph_hook_fn=None,
+          settings=None, **more_settings):
   """Trains a model with clones, following the OD API's legacy trainer.
 
-  `build_training_graph` followed by `run_training`.
+  `build_training_graph` followed by `run_training`. The run settings are one
+  `trainer.train_settings.TrainSettings`; the OD API's arguments (master ...
+  train_dir, positionally or by keyword) and slimtrain's later keywords
+  (`session_config_override`, `on_finish`, `deployment_options`,
+  `startup_timeout_secs`, `faults`) still work and override its fields.
 
   Args:
     create_tensor_dict_fn: returns one decoded example (a tensor_dict).
     create_model_fn: returns a new DetectionModel or ClassificationModel.
     train_config: a `train_pb2.TrainConfig` (read, never written).
-    master: gRPC target of the TF server ('' for in-process).
-    task: this worker's task index (its replica id).
-    num_clones: clones per worker; -1 = one per visible GPU.
-    worker_replicas: number of worker replicas (chief included).
-    clone_on_cpu: put clones on the CPU.
-    ps_tasks: number of parameter-server tasks.
-    worker_job_name: job name of the workers (e.g. 'worker').
-    is_chief: whether this task initialises, checkpoints and summarises.
-    train_dir: checkpoints and summaries go here.
+    master, task, num_clones, worker_replicas, clone_on_cpu, ps_tasks,
+      worker_job_name, is_chief, train_dir: the OD API's run arguments (see
+      `TrainSettings`); None takes the field of `settings`.
     graph_hook_fn: optional callable run after the clones are built.
-    session_config_override: optional ConfigProto replacing the default
-      (soft placement) one, e.g. with virtual CPU devices; `use_xla` still
-      applies to it.
-    on_finish: optional callable(sess, step) run by this task when training
-      ends (the cluster layer uses it to tell parameter servers to exit).
-    deployment_options: optional dict of extra `DeploymentConfig` arguments
-      (`variable_update`, `ps_strategy`, `clone_devices`, ...).
-    startup_timeout_secs: how long a non-chief task of a cluster waits for
-      the chief to initialise the model.
-    faults: optional `deployment.fault_tolerance.TaskFaults` (termination
-      grace, sync replica watch, recovery deadline).
+    settings: optional `TrainSettings` (default: its defaults; a train_dir
+      must come from somewhere).
+    **more_settings: other `TrainSettings` fields by keyword.
 
   Returns:
     The last total loss.
 
   Raises:
-    ValueError: on an inconsistent configuration.
+    ValueError: on an inconsistent configuration, or without a train_dir.
+    TypeError: for a keyword that is no `TrainSettings` field.
     trainer.training_loop.TrainingPreempted: after SIGTERM (checkpoint
       written by the chief).
     trainer.training_loop.NanLossError: when the loss became inf or NaN.
     tf.errors.UnavailableError, tf.errors.AbortedError: a peer was lost.
   """
+  run = train_settings.resolve(
+      settings, more_settings, master=master, task=task, num_clones=num_clones,
+      worker_replicas=worker_replicas, clone_on_cpu=clone_on_cpu, ps_tasks=ps_tasks,
+      worker_job_name=worker_job_name, is_chief=is_chief, train_dir=train_dir)
   try:
     training_graph = build_training_graph(
-        create_tensor_dict_fn, create_model_fn, train_config, task, num_clones,
-        worker_replicas, clone_on_cpu, ps_tasks, worker_job_name,
-        graph_hook_fn=graph_hook_fn, deployment_options=deployment_options, faults=faults)
-    return run_training(training_graph, train_config, train_dir, master=master,
-                        is_chief=is_chief, session_config_override=session_config_override,
-                        on_finish=on_finish, startup_timeout_secs=startup_timeout_secs,
-                        faults=faults)
+        create_tensor_dict_fn, create_model_fn, train_config, run.task, run.num_clones,
+        run.worker_replicas, run.clone_on_cpu, run.ps_tasks, run.worker_job_name,
+        graph_hook_fn=graph_hook_fn, deployment_options=run.deployment_options,
+        faults=run.faults)
+    return run_training(training_graph, train_config, run.train_dir, master=run.master,
+                        is_chief=run.is_chief,
+                        session_config_override=run.session_config_override,
+                        on_finish=run.on_finish, startup_timeout_secs=run.startup_timeout_secs,
+                        faults=run.faults)
   finally:
     if train_config.use_mixed_precision:
       # The rewrite is process-global; later graphs must not inherit it.
