@@ -2,7 +2,9 @@
 
 Map:
 
-* `overhead.py`: the framework's per-step cost against a bare Session loop.
+* `overhead.py`: the framework's per-step cost against a bare Session loop;
+  `overhead_paired.py`: the same in interleaved bursts of both within one run,
+  so the machine's drifting speed reaches both alike.
 * `input_pipeline.py`: BatchQueue + prefetch against a plain tf.data pipeline.
 * `clone_scaling.py`: images/sec with 1, 2 and 4 clones per variable_update mode.
 * `distributed.py`: 1 and 2 workers with a ps on loopback, sync and async.
@@ -10,7 +12,9 @@ Map:
 * `gpu_check.py` (`gpu_check.sh`): the whole GPU check in one command, at most 9
   minutes, with a CPU `--dry-run`; its training steps are in `gpu_check_steps.py`.
 * `scaling_model.py`: predicts ps / all-reduce scaling from variable sizes, compute
-  time and link speed; checked against real loopback clusters.
+  time and link speed; checked against real loopback clusters by
+  `scaling_check.py` (`scaling_model --check`: 1-3 workers x 1-2 ps, loopback
+  or one network namespace per task).
 * `bench_util.py`: the timing protocol, tables, synthetic data and models they share.
 """
 

@@ -13,8 +13,9 @@ Map:
 * `preprocessor_builder.py`: `PreprocessingStep` -> an augmentation function
   and its arguments.
 * `optimizer_builder.py`: `Optimizer` -> optimizer and learning rate
-  (`build_for_training` for a whole `TrainConfig`); `learning_schedules.py`:
-  the schedules as tensors of the global step.
+  (`build_for_training` for a whole `TrainConfig`), over the schedules of
+  `utils/learning_schedules.py`; `learning_schedules.py` here is that
+  module's old import path.
 * `deploy_config_builder.py`: `DeployConfig` -> clones and deployment options.
 """
 

@@ -28,7 +28,7 @@ Optimizers: `rms_prop_optimizer`, `momentum_optimizer`, `adam_optimizer` and
 Learning rates: `constant_learning_rate`, `exponential_decay_learning_rate`
 (with burn-in), `manual_step_learning_rate` (with optional warmup) and
 `cosine_decay_learning_rate` (with warmup and hold), see
-`builders/learning_schedules.py`.
+`utils/learning_schedules.py`.
 
 Linear learning-rate scaling
 ----------------------------
@@ -60,9 +60,9 @@ that module explains how evaluation and export read the averages.
 from absl import logging
 import tensorflow as tf
 
-from builders import learning_schedules
 from core import moving_averages
 from protos import optimizer_pb2
+from utils import learning_schedules
 
 # The runtime pieces live in core.moving_averages; these names stay importable from here.
 MovingAverageOptimizer = moving_averages.MovingAverageOptimizer

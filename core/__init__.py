@@ -20,8 +20,13 @@ Map:
   `hard_example_miner.py`, `post_processing.py`.
 * Checkpoints and variables: `checkpoints.py` (path resolution, step,
   following a training directory), `variables_helper.py` (choosing variables
-  and gradients, checkpoint names), `fine_tune.py` (restore maps),
-  `moving_averages.py` (the averaging optimizer and reading averages back).
+  and gradients, checkpoint names), `fine_tune.py` (restore maps, the
+  fine-tune `init_fn` of a TrainConfig), `moving_averages.py` (the averaging
+  optimizer, and the one Saver that reads raw weights or their averages back).
+* The training step both paths share (legacy loop and Estimator model_fn):
+  `gradient_surgery.py` (the TrainConfig's multiply / freeze / filter / clip
+  of the gradients), `numerics.py` (the gradient-norm check, the NaN-loss
+  injector).
 * Paths: `paths.py` (every user path goes through it and tf.io.gfile, so
   `gs://` and other TF filesystems work; atomic file writes).
 * Configs, metrics, exports: `config_util.py` (pipeline config files),

@@ -7,6 +7,7 @@ path means the same thing everywhere:
     from core import checkpoints
     prefix = checkpoints.resolve_checkpoint_path('/tmp/train')   # its latest
     step = checkpoints.checkpoint_step(prefix)                  # e.g. 1000
+    step = checkpoints.latest_step('/tmp/train')                # the same; 0 without one
 
     # Evaluate each checkpoint as training writes it, until step 1000 or
     # 10 minutes without a new one.
@@ -103,6 +104,27 @@ def checkpoint_step(checkpoint_path):
     return int(reader.get_tensor(tf.compat.v1.GraphKeys.GLOBAL_STEP))
   match = re.search(r'-(\d+)$', checkpoint_path)
   return int(match.group(1)) if match else 0
+
+
+def latest_step(checkpoint_dir):
+  """The global step of the latest checkpoint in `checkpoint_dir`, or 0 when there is none.
+
+  For loops that poll a directory other tasks write (the Estimator's
+  `load_global_step_from_checkpoint_dir`, stop-at-step hooks): no directory
+  yet, no checkpoint yet, or a checkpoint deleted between listing and
+  reading (a trainer's keep-the-last-N cleanup) all read as step 0, never
+  as an error.
+
+  Args:
+    checkpoint_dir: a training directory (a checkpoint prefix works too).
+
+  Returns:
+    An int, as `checkpoint_step` reads it.
+  """
+  try:
+    return checkpoint_step(resolve_checkpoint_path(checkpoint_dir))
+  except (ValueError, tf.errors.OpError):
+    return 0
 
 
 def finished_step(train_dir, num_steps):

@@ -23,6 +23,9 @@ there is no checkpoint of its own to resume from:
         train_config.fine_tune_checkpoint)
     slim.learning.train(train_op, logdir, init_fn=init_fn, ...)
 
+    # Or, from a whole TrainConfig (what both training paths do):
+    init_fn = fine_tune.build_init_fn(model, train_config)   # None: nothing to load
+
 Types:
 
 * `classification`: only the backbone, renamed from the model's scope to the
@@ -42,6 +45,7 @@ see `core.variables_helper.resolve_checkpoint_path`.
 from absl import logging
 import tensorflow as tf
 
+from core import model_generations
 from core import variables_helper
 
 resolve_checkpoint_path = variables_helper.resolve_checkpoint_path
@@ -217,3 +221,46 @@ def create_init_fn(var_map, checkpoint_path, include_global_step=False,
     saver.restore(sess, resolved)
 
   return init_fn
+
+
+def fine_tune_checkpoint_type(train_config):
+  """The fine-tune checkpoint type of `train_config`, without changing it.
+
+  An empty `fine_tune_checkpoint_type` falls back to the deprecated
+  `from_detection_checkpoint` flag, as the OD API does.
+
+  Args:
+    train_config: a `train_pb2.TrainConfig`.
+
+  Returns:
+    'detection', 'classification' or the configured type.
+  """
+  if train_config.fine_tune_checkpoint_type:
+    return train_config.fine_tune_checkpoint_type
+  return 'detection' if train_config.from_detection_checkpoint else 'classification'
+
+
+def build_init_fn(detection_model, train_config):
+  """The `init_fn` restoring `train_config.fine_tune_checkpoint`, or None.
+
+  Used by the legacy loop (`slim.learning.train(init_fn=...)`) and by the
+  Estimator workflow (a `Scaffold`'s init_fn) alike. The model's own
+  `restore_map` picks the variables (a 2017 model is asked with the keyword
+  of its time); only those present in the checkpoint with the right shape
+  are restored, the rest are logged as skipped, and the global step never is.
+
+  Args:
+    detection_model: a `DetectionModel` or `ClassificationModel`.
+    train_config: a `train_pb2.TrainConfig` (read, never written).
+
+  Returns:
+    callable(sess), or None when no fine-tune checkpoint is configured.
+  """
+  if not train_config.fine_tune_checkpoint:
+    return None
+  var_map = model_generations.DetectionModelCalls(detection_model).restore_map(
+      fine_tune_checkpoint_type=fine_tune_checkpoint_type(train_config),
+      load_all_detection_checkpoint_vars=(
+          train_config.load_all_detection_checkpoint_vars))
+  return create_init_fn(var_map, train_config.fine_tune_checkpoint,
+                        include_global_step=False)

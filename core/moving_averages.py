@@ -16,11 +16,15 @@ no averages at all (a fresh eval graph) restores them with
     optimizer = moving_averages.MovingAverageOptimizer(
         tf.compat.v1.train.MomentumOptimizer(0.01, 0.9), average_decay=0.9999)
 
-    # Evaluation or export of a checkpoint trained that way.
-    if moving_averages.uses_moving_averages(train_config, eval_config):
-      saver = tf.compat.v1.train.Saver(moving_averages.moving_average_restore_map())
+    # Evaluation or export of a checkpoint trained that way: one builder for
+    # every reader (evaluator, exporter, the Estimator's eval scaffold).
+    saver = moving_averages.restore_saver(
+        moving_averages.uses_moving_averages(train_config, eval_config),
+        checkpoint_path=checkpoint)
+    saver.restore(sess, checkpoint)
 """
 
+from absl import logging
 import tensorflow as tf
 
 from core import variables_helper
@@ -209,3 +213,62 @@ def uses_moving_averages(train_config, eval_config):
     True when either flag is set.
   """
   return bool(train_config.optimizer.use_moving_average or eval_config.use_moving_averages)
+
+
+def restore_saver(use_moving_averages, checkpoint_path=None, variables=None,
+                  model_description='model'):
+  """The Saver that loads a fresh graph's variables: raw weights or their averages.
+
+  What the evaluator, the exporter and the Estimator's evaluation all build
+  to read a training checkpoint. With `use_moving_averages` each trainable
+  variable is read from its `<name>/ExponentialMovingAverage` entry (see
+  `moving_average_restore_map`); otherwise every variable from its own name.
+
+  When `checkpoint_path` is known, the checkpoint is read now: a variable it
+  lacks is an error here, naming the variables, instead of a NotFoundError
+  at restore time; and the number of averaged variables is logged (a warning
+  when averages were asked for but the checkpoint has none, so the raw
+  weights are used). Without it (an Estimator's graph is built before the
+  checkpoint is chosen) the map is built blind and restoring checks it.
+
+  Args:
+    use_moving_averages: read the moving averages of trainable variables.
+    checkpoint_path: optional resolved checkpoint prefix.
+    variables: variables to restore (default: all global variables).
+    model_description: how the error names the graph, e.g. 'eval model'.
+
+  Returns:
+    A `tf.compat.v1.train.Saver`.
+
+  Raises:
+    ValueError: when `checkpoint_path` lacks variables the graph needs.
+  """
+  if variables is None:
+    variables = tf.compat.v1.global_variables()
+  if use_moving_averages:
+    var_map = moving_average_restore_map(variables, checkpoint_path)
+  else:
+    var_map = variables_helper.variables_to_checkpoint_names(variables)
+  if checkpoint_path is not None:
+    reader = tf.compat.v1.train.NewCheckpointReader(checkpoint_path)
+    missing = sorted(name for name in var_map if not reader.has_tensor(name))
+    if missing:
+      raise ValueError('checkpoint %s lacks %d variables the %s needs, e.g. %s; '
+                       'was it trained with this pipeline config?' %
+                       (checkpoint_path, len(missing), model_description,
+                        ', '.join(missing[:5])))
+    if use_moving_averages:
+      _log_averaged(var_map, checkpoint_path)
+  return tf.compat.v1.train.Saver(var_map)
+
+
+def _log_averaged(var_map, checkpoint_path):
+  """Says how many variables are read from their averages (warns on none)."""
+  suffix = '/' + _EMA_NAME
+  num_averaged = sum(1 for name in var_map if name.endswith(suffix))
+  if num_averaged:
+    logging.info('Restoring the moving averages of %d variables from %s', num_averaged,
+                 checkpoint_path)
+  else:
+    logging.warning('moving averages were asked for but %s has none; restoring the raw '
+                    'weights', checkpoint_path)

@@ -6,13 +6,16 @@ Start with `model_deploy.py` (TF-Slim's `DeploymentConfig`, `create_clones`,
 Map:
 
 * `model_deploy.py`: clones on devices, gradients summed on the variables
-  device, variables on parameter servers.
+  device, variables on parameter servers; `clone_batch.py`: how much of a
+  batch each clone gets (the one divisibility check of both training paths).
 * `device_setters.py`: the device functions that place variables on ps tasks
   (round robin or greedy by size, resource variables included).
 * `replicated.py`: `variable_update='replicated'`, one copy of the model per
   clone kept equal by all-reduce.
 * `cluster.py`: TF_CONFIG -> `ClusterConfig` (cluster spec, task, chief,
-  server); `exit_codes.py`: what each process exit status means.
+  server); `cluster_check.py`: at startup every task checks that its cluster
+  is the chief's (published on the chief's server); `exit_codes.py`: what
+  each process exit status means.
 * `cluster_runtime.py`: what a cluster task does besides training: wait for
   the ps tasks and the chief at startup, the ps serving loop, and the one
   "training done" signal both workflows (`trainer.train`, the Estimator's
@@ -29,7 +32,9 @@ Map:
 * `fault_tolerance.py`: bounded shutdown after SIGTERM (watchdog, a thread
   that hears the signal during a blocked run), the recovery deadline after a
   lost peer; `replica_watch.py`: sync replicas' delivery stamps, heartbeats
-  and the monitor that names a missing replica.
+  and the monitor that names a missing replica; `step_watch.py`: steps (and
+  session starts) that stop finishing behind a network partition, probed and
+  ended with a retryable exit.
 * `netns.py`: a private network of Linux network namespaces, one per task,
   with link partitions (the multi-host test harness; benchmarks use it too).
 """

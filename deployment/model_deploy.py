@@ -66,6 +66,10 @@ two calls the trainer must use (they also work in parameter-server mode) are
   other copies are local variables, never saved, re-initialised from copy 0 by
   the local init op after every restore.
 
+`optimize_clones`, `apply_gradients` and `variable_copies` find the mode on the
+clones themselves (`Clone.replicator`), so pass them the whole list
+`create_clones` returned.
+
 Device functions (what `variables_device()` returns with ps tasks) must be
 entered with `tf.compat.v1.device`; TF 2.21's `tf.device` rejects functions.
 """
@@ -86,8 +90,30 @@ __all__ = ['create_clones', 'deploy', 'optimize_clones', 'apply_gradients',
 
 VARIABLE_UPDATES = ('parameter_server', 'replicated')
 
-# One clone: what model_fn returned, its name scope and its device.
-Clone = collections.namedtuple('Clone', ['outputs', 'scope', 'device'])
+
+class Clone(collections.namedtuple('Clone', ['outputs', 'scope', 'device'])):
+  """One clone: what model_fn returned, its name scope and its device.
+
+  The 3-tuple of TF-Slim. In replicated mode `create_clones` also hands each
+  clone the `replicated.Replicator` that owns its variable copies
+  (`replicator`; None otherwise, and for a Clone built by hand), which
+  `optimize_clones`, `apply_gradients` and `variable_copies` read: the mode
+  travels with the clones, not through state kept per graph.
+  """
+
+  def __new__(cls, outputs, scope, device, replicator=None):
+    clone = super().__new__(cls, outputs, scope, device)
+    clone._replicator = replicator
+    return clone
+
+  @property
+  def replicator(self):
+    # namedtuple's _make builds instances without __new__'s keyword.
+    return self.__dict__.get('_replicator')
+
+  def _replace(self, **changes):
+    return type(self)(*super()._replace(**changes), replicator=self.replicator)
+
 
 # What deploy() returns.
 DeployedModel = collections.namedtuple(
@@ -160,11 +186,8 @@ def create_clones(config, model_fn, args=None, kwargs=None):
   # slim.variable / slim.model_variable take their device from this arg_scope;
   # plain get_variable calls get theirs from each clone's custom getter.
   with slim.arg_scope([slim.model_variable, slim.variable], device=variables_device):
-    clones = [_build_clone(config, index, build_model, replicator, variables_device)
-              for index in range(config.num_clones)]
-  if replicator:
-    replicated.register(clones, replicator)
-  return clones
+    return [_build_clone(config, index, build_model, replicator, variables_device)
+            for index in range(config.num_clones)]
 
 
 def _build_clone(config, index, build_model, replicator, variables_device):
@@ -197,7 +220,7 @@ def _build_clone(config, index, build_model, replicator, variables_device):
     if replicator and index > 0:
       # Each replica's copy re-registers the regularizers; keep clone 0's only.
       replicator.drop_copy_regularizers(regularizers_before)
-  return Clone(outputs, scope, device)
+  return Clone(outputs, scope, device, replicator=replicator)
 
 
 def _gather_clone_loss(clone, num_clones, regularization_losses):

@@ -50,7 +50,6 @@ This module holds the machinery; users go through `model_deploy`:
 
 import collections
 import re
-import weakref
 
 from absl import logging
 import tensorflow as tf
@@ -59,9 +58,6 @@ ALL_REDUCE_ALGORITHMS = ('auto', 'nccl', 'add_n')
 COPY_PREFIX = 'copy_%d/'
 _COPY_NAME = re.compile(r'^copy_(\d+)/(.+)$')
 _INIT_SCOPE = 'replicated_init/'
-
-# graph -> list of Replicator, most recent last.
-_REGISTRY = weakref.WeakKeyDictionary()
 
 _Reduced = collections.namedtuple('_Reduced', ['per_device', 'algorithm'])
 
@@ -159,8 +155,6 @@ class Replicator(object):
     self._originals = {}  # copy.ref() -> original
     self._reduced = {}  # original.ref() -> _Reduced
     self._globals_by_name = {}
-    self.clones = []
-    self.clone_scopes = []
 
   @property
   def num_clones(self):
@@ -457,19 +451,29 @@ class Replicator(object):
     return tf.reduce_max(tf.stack(diffs))
 
 
-def register(clones, replicator, graph=None):
-  """Remembers `replicator` as the owner of `clones` in `graph`."""
-  graph = graph or tf.compat.v1.get_default_graph()
-  replicator.clones = list(clones)
-  replicator.clone_scopes = [clone.scope for clone in clones]
-  _REGISTRY.setdefault(graph, []).append(replicator)
+def find(clones):
+  """The Replicator that created `clones`, or None in parameter-server mode.
 
+  `model_deploy.create_clones` attaches its Replicator to every clone it
+  returns (`Clone.replicator`), so the mode travels with the clones.
 
-def find(clones, graph=None):
-  """The Replicator that created `clones` (the very Clone objects), or None."""
-  graph = graph or tf.compat.v1.get_default_graph()
-  for replicator in reversed(_REGISTRY.get(graph, [])):
-    if len(replicator.clones) == len(clones) and all(
-        a is b for a, b in zip(replicator.clones, clones)):
-      return replicator
-  return None
+  Args:
+    clones: the list `create_clones` returned (all of it).
+
+  Returns:
+    A `Replicator`, or None.
+
+  Raises:
+    ValueError: when the clones come from different `create_clones` calls,
+      or are only some of the clones of a replicated call (updating only
+      those copies would let the others drift apart).
+  """
+  owners = [getattr(clone, 'replicator', None) for clone in clones]
+  replicator = owners[0] if owners else None
+  if any(owner is not replicator for owner in owners):
+    raise ValueError('clones come from different create_clones calls; pass the whole list '
+                     'one call returned')
+  if replicator is not None and len(clones) != replicator.num_clones:
+    raise ValueError("variable_update='replicated' needs all %d clones create_clones "
+                     "returned, got %d" % (replicator.num_clones, len(clones)))
+  return replicator

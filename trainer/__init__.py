@@ -7,10 +7,13 @@ workflow, `python -m trainer.model_main`).
 Map:
 
 * Legacy training: `trainer.py` (`train()` = `build_training_graph()` +
-  `run_training()`), `training_loop.py` (the step function, progress and
-  stopping), `train.py` (command line). The cluster side (ps tasks, done
-  signals, waiting for peers, sync replicas) lives in `deployment/`
-  (`cluster_runtime.py`, `sync_replicas.py`).
+  `run_training()`), `train_settings.py` (`TrainSettings`: train()'s run
+  settings as one object), `training_loop.py` (the step function, progress
+  and stopping), `train.py` (command line). `numerics.py` is the old import
+  path of `core/numerics.py`; the gradient surgery and the fine-tune init_fn
+  both workflows use are `core/gradient_surgery.py` and `core/fine_tune.py`.
+  The cluster side (ps tasks, done signals, waiting for peers, sync replicas)
+  lives in `deployment/` (`cluster_runtime.py`, `sync_replicas.py`).
 * Evaluation: `evaluator.py` (metrics of each checkpoint), `eval_images.py`
   (boxes drawn for TensorBoard), `eval.py` (command line).
 * Export: `exporter.py` (`export_inference_graph`), `export.py` (command line).

@@ -171,26 +171,6 @@ checkpoint_step = checkpoints.checkpoint_step
 resolve_checkpoint = checkpoints.resolve_checkpoint_path
 
 
-def _restore_saver(checkpoint_path, use_moving_averages):
-  """A Saver that loads the eval graph's variables from checkpoint_path.
-
-  Raises:
-    ValueError: naming the model variables the checkpoint lacks.
-  """
-  variables = tf.compat.v1.global_variables()
-  if use_moving_averages:
-    var_list = moving_averages.moving_average_restore_map(variables, checkpoint_path)
-  else:
-    var_list = {v.op.name: v for v in variables}
-  reader = tf.compat.v1.train.NewCheckpointReader(checkpoint_path)
-  missing = sorted(name for name in var_list if not reader.has_tensor(name))
-  if missing:
-    raise ValueError('checkpoint %s lacks %d variables the eval model needs, e.g. %s; '
-                     'was it trained with this pipeline config?' %
-                     (checkpoint_path, len(missing), ', '.join(missing[:5])))
-  return tf.compat.v1.train.Saver(var_list)
-
-
 # Running one evaluation ----------------------------------------------------------------------
 
 
@@ -273,7 +253,8 @@ def run_checkpoint(eval_graph, checkpoint_path, eval_config, categories, session
   losses = collections.defaultdict(list)
   count = 0
   with eval_graph.graph.as_default():
-    saver = _restore_saver(checkpoint_path, eval_config.use_moving_averages)
+    saver = moving_averages.restore_saver(eval_config.use_moving_averages, checkpoint_path,
+                                          model_description='eval model')
     with tf.compat.v1.Session(graph=eval_graph.graph, config=session_config) as sess:
       # The input iterator's initializer is among the table initializers.
       sess.run([tf.compat.v1.local_variables_initializer(),

@@ -219,7 +219,7 @@ def build_restore_saver(pipeline_config, checkpoint_path):
 
   With moving averages configured, each trainable variable is restored from
   its `<name>/ExponentialMovingAverage` entry (see
-  core.moving_averages.moving_average_restore_map).
+  core.moving_averages.restore_saver, which checks the checkpoint first).
 
   Args:
     pipeline_config: a TrainEvalPipelineConfig.
@@ -227,18 +227,12 @@ def build_restore_saver(pipeline_config, checkpoint_path):
 
   Returns:
     A tf.compat.v1.train.Saver.
+
+  Raises:
+    ValueError: naming the variables the checkpoint lacks.
   """
-  variables = tf.compat.v1.global_variables()
-  if not uses_moving_averages(pipeline_config):
-    return tf.compat.v1.train.Saver(variables)
-  var_map = moving_averages.moving_average_restore_map(variables, checkpoint_path)
-  num_averaged = sum(1 for name in var_map if name.endswith('/ExponentialMovingAverage'))
-  if not num_averaged:
-    logging.warning('use_moving_average is set but %s has no moving averages; exporting '
-                    'the raw weights', checkpoint_path)
-  else:
-    logging.info('Exporting the moving averages of %d variables', num_averaged)
-  return tf.compat.v1.train.Saver(var_map)
+  return moving_averages.restore_saver(uses_moving_averages(pipeline_config), checkpoint_path,
+                                       model_description='exported model')
 
 
 def _write_saved_model(sess, directory, placeholder, outputs):

@@ -80,6 +80,8 @@ from core import batch_util
 from core import checkpoints
 from core import coco_evaluation
 from core import config_util
+from core import fine_tune
+from core import gradient_surgery
 from core import label_map_util
 from core import model as core_model
 from core import moving_averages
@@ -88,7 +90,6 @@ from core import standard_fields as fields
 from trainer import estimator as tfe
 from trainer import evaluator as od_evaluator
 from trainer import exporter as od_exporter
-from trainer import trainer as legacy_trainer
 from trainer.estimator import faults
 from trainer.estimator.hparams import HParams
 
@@ -263,8 +264,7 @@ def _train_op(model, total_loss, losses, train_config, num_worker_replicas):
     tf.compat.v1.summary.scalar(name, losses[name])
   grads_and_vars = optimizer.compute_gradients(total_loss)
   # The legacy trainer's surgery: bias multiplier, freeze, update filter, clip.
-  grads_and_vars = legacy_trainer.transform_gradients(
-      grads_and_vars, train_config)
+  grads_and_vars = gradient_surgery.transform_gradients(grads_and_vars, train_config)
   if train_config.summarize_gradients:
     for grad, var in grads_and_vars:
       if grad is not None:
@@ -278,7 +278,7 @@ def _train_scaffold(model, train_config, hparams):
   """A Scaffold whose init_fn loads the fine-tune checkpoint, or None."""
   if hparams is not None and not hparams.get('load_pretrained', True):
     return None
-  init_fn = legacy_trainer.build_init_fn(model, train_config)
+  init_fn = fine_tune.build_init_fn(model, train_config)
   if init_fn is None:
     return None
   return tf.compat.v1.train.Scaffold(init_fn=lambda scaffold, sess: init_fn(sess))
@@ -288,8 +288,8 @@ def _eval_scaffold(train_config, eval_config):
   """A Scaffold restoring moving averages when they are configured, or None."""
   if not moving_averages.uses_moving_averages(train_config, eval_config):
     return None
-  saver = tf.compat.v1.train.Saver(moving_averages.moving_average_restore_map())
-  return tf.compat.v1.train.Scaffold(saver=saver)
+  # The checkpoint is chosen after the graph is built: the map cannot be checked here.
+  return tf.compat.v1.train.Scaffold(saver=moving_averages.restore_saver(True))
 
 
 def create_model_fn(detection_model_fn, configs, hparams=None, use_tpu=False,

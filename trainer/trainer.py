@@ -23,7 +23,7 @@ Where we differ from the original, on purpose:
 * `sync_replicas` works with `num_clones > 1` (the original refused).
 * A batch size not divisible by the clones is an error, not a silent floor.
 * Gradients are applied only after the total loss passed `check_numerics`
-  and, by default, the global gradient norm is finite (trainer.numerics), so
+  and, by default, the global gradient norm is finite (core.numerics), so
   a NaN step leaves the variables (and the last checkpoint) intact, and the
   error names the step.
 * One `Session.run` per step, with progress (loss, steps/sec, examples/sec,
@@ -37,6 +37,9 @@ Where we differ from the original, on purpose:
   deadline, which each global step read re-arms.
 * `train()` is `build_training_graph()` then `run_training()`, so a caller can
   inspect or extend the graph (a `TrainingGraph`) before running it.
+* The run settings can come as one `trainer.train_settings.TrainSettings`
+  (`train(..., settings=TrainSettings(train_dir=..., num_clones=2))`); the OD
+  call shape keeps working beside it.
 
 Models of the OD API's 2017 interface (`preprocess(images)` returning the images,
 `predict(images)`, `loss(prediction_dict)`, `restore_map(from_detection_checkpoint=)`)
@@ -56,25 +59,28 @@ from builders import optimizer_builder
 from builders import preprocessor_builder
 from core import batcher
 from core import fine_tune
+from core import gradient_surgery
 from core import label_map_util
 from core import model as model_lib
 from core import model_generations
+from core import numerics
 from core import paths
 from core import preprocessor
 from core import standard_fields as fields
-from core import variables_helper
+from deployment import clone_batch
 from deployment import cluster_runtime
 from deployment import fault_tolerance
 from deployment import model_deploy
 from deployment import replica_watch
 from deployment import sync_replicas
-from trainer import numerics
+from trainer import train_settings
 from trainer import training_loop
 
 _LABEL_ID_OFFSET = fields.LABEL_ID_OFFSET
 
 
 resolve_num_clones = deploy_config_builder.resolve_num_clones
+TrainSettings = train_settings.TrainSettings
 
 
 def batch_size_per_clone(train_config, num_clones):
@@ -84,13 +90,8 @@ def batch_size_per_clone(train_config, num_clones):
     ValueError: if batch_size is not divisible by num_clones (or by
       replicas_to_aggregate with sync_replicas).
   """
-  batch_size = train_config.batch_size
-  if batch_size % num_clones:
-    raise ValueError(
-        'train_config.batch_size=%d is not divisible by num_clones=%d; '
-        'choose a batch size that splits evenly over the clones'
-        % (batch_size, num_clones))
-  batch_size //= num_clones
+  batch_size = clone_batch.per_clone_batch_size(train_config.batch_size, num_clones,
+                                                'train_config.batch_size')
   if train_config.sync_replicas:
     replicas = max(train_config.replicas_to_aggregate, 1)
     if batch_size % replicas:
@@ -243,77 +244,10 @@ def _create_losses(input_queue, create_model_fn, train_config):
     tf.compat.v1.losses.add_loss(loss_tensor)
 
 
-def fine_tune_checkpoint_type(train_config):
-  """The fine-tune checkpoint type of `train_config`, without changing it.
-
-  An empty `fine_tune_checkpoint_type` falls back to the deprecated
-  `from_detection_checkpoint` flag, as the OD API does.
-
-  Args:
-    train_config: a `train_pb2.TrainConfig`.
-
-  Returns:
-    'detection', 'classification' or the configured type.
-  """
-  if train_config.fine_tune_checkpoint_type:
-    return train_config.fine_tune_checkpoint_type
-  return 'detection' if train_config.from_detection_checkpoint else 'classification'
-
-
-def build_init_fn(detection_model, train_config):
-  """Returns an init_fn restoring the fine-tune checkpoint, or None.
-
-  Only variables present in the checkpoint with the right shape are
-  restored (the rest are logged as skipped); the global step never is.
-  `train_config` is read, never written.
-  """
-  if not train_config.fine_tune_checkpoint:
-    return None
-  var_map = model_generations.DetectionModelCalls(detection_model).restore_map(
-      fine_tune_checkpoint_type=fine_tune_checkpoint_type(train_config),
-      load_all_detection_checkpoint_vars=(
-          train_config.load_all_detection_checkpoint_vars))
-  return fine_tune.create_init_fn(var_map, train_config.fine_tune_checkpoint,
-                                  include_global_step=False)
-
-
-def transform_gradients(grads_and_vars, train_config, wait_for=None):
-  """Applies the train config's gradient surgery, in the OD trainer's order.
-
-  Shared by `train()` and `trainer.model_lib`'s Estimator model_fn.
-
-  Args:
-    grads_and_vars: list of (gradient, variable) pairs.
-    train_config: a `train_pb2.TrainConfig`: `bias_grad_multiplier`,
-      `freeze_variables`, `update_trainable_variables`,
-      `gradient_clipping_by_norm`, `check_gradient_norm` (see trainer.numerics).
-    wait_for: optional tensor or op (the checked loss) the returned gradients
-      wait for, with the gradient-norm check when that is on.
-
-  Returns:
-    The transformed list of (gradient, variable) pairs.
-  """
-  if train_config.bias_grad_multiplier:
-    grads_and_vars = variables_helper.multiply_gradients_matching_regex(
-        grads_and_vars, ['.*/biases'], multiplier=train_config.bias_grad_multiplier)
-  if train_config.freeze_variables:
-    grads_and_vars = variables_helper.freeze_gradients_matching_regex(
-        grads_and_vars, train_config.freeze_variables)
-  if train_config.update_trainable_variables:
-    trainable = set(variables_helper.filter_trainable_variables(
-        [v for _, v in grads_and_vars],
-        include_patterns=train_config.update_trainable_variables))
-    grads_and_vars = [(g, v) for g, v in grads_and_vars if v in trainable]
-  if train_config.gradient_clipping_by_norm > 0:
-    with tf.compat.v1.name_scope('clip_grads'):
-      grads_and_vars = slim.learning.clip_gradient_norms(
-          grads_and_vars, train_config.gradient_clipping_by_norm)
-  if train_config.check_gradient_norm and not train_config.use_mixed_precision:
-    # Mixed precision's dynamic loss scale skips inf steps by itself.
-    return numerics.check_gradient_norm(grads_and_vars, also_wait_for=wait_for)
-  if wait_for is not None:
-    return numerics.gate_gradients(grads_and_vars, wait_for)
-  return grads_and_vars
+# Shared with trainer.model_lib's Estimator model_fn; kept here under their old names.
+fine_tune_checkpoint_type = fine_tune.fine_tune_checkpoint_type
+build_init_fn = fine_tune.build_init_fn
+transform_gradients = gradient_surgery.transform_gradients
 
 
 def _release_workers_then(sync_optimizer, on_finish):
@@ -376,7 +310,8 @@ def build_training_graph(create_tensor_dict_fn, create_model_fn, train_config, t
                          faults=None):
   """Builds the legacy trainer's graph in a new `tf.Graph`; runs nothing.
 
-  Args are those of `train()`; `num_clones` may be -1 (one per visible GPU).
+  Args are those of `train()` (see `TrainSettings`); `num_clones` may be -1
+  (one per visible GPU).
   With sync replicas and `faults.replica_names`, each step also stamps, on
   the global step's ps, the step this replica delivered gradients for.
   With `train_config.use_mixed_precision` this turns on TF's process-global
@@ -423,7 +358,7 @@ def build_training_graph(create_tensor_dict_fn, create_model_fn, train_config, t
         keep_checkpoint_every_n_hours=train_config.keep_checkpoint_every_n_hours)
     return TrainingGraph(
         graph=graph, train_tensor=train_tensor, step_after_update=step_after_update,
-        saver=saver, init_fn=build_init_fn(detection_model, train_config),
+        saver=saver, init_fn=fine_tune.build_init_fn(detection_model, train_config),
         summary_op=_build_summary_op(summaries, clones[0].scope),
         sync_optimizer=sync_optimizer, replica_progress=replica_progress)
 
@@ -479,7 +414,8 @@ def _build_update(clones, optimizer, global_step, train_config, stamp=None):
       training_loop.NAN_LOSS_MESSAGE)
   # The update waits for the numerics checks (the loss, and the gradient norm
   # in transform_gradients), so a NaN step changes nothing.
-  grads_and_vars = transform_gradients(grads_and_vars, train_config, wait_for=total_loss)
+  grads_and_vars = gradient_surgery.transform_gradients(grads_and_vars, train_config,
+                                                        wait_for=total_loss)
   update_ops.append(model_deploy.apply_gradients(clones, optimizer, grads_and_vars,
                                                  global_step=global_step))
   if stamp is not None:  # After apply_gradients created the sync local step.
@@ -515,7 +451,7 @@ def run_training(training_graph, train_config, train_dir, master='', is_chief=Tr
     training_graph: from `build_training_graph`.
     train_config: the `train_pb2.TrainConfig` it was built from.
     train_dir, master, is_chief, session_config_override, on_finish,
-      startup_timeout_secs, faults: as for `train()`.
+      startup_timeout_secs, faults: as in `trainer.train_settings.TrainSettings`.
 
   Returns:
     The last total loss.
@@ -574,59 +510,56 @@ def run_training(training_graph, train_config, train_dir, master='', is_chief=Tr
   return runner.last_loss
 
 
-def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
-          num_clones, worker_replicas, clone_on_cpu, ps_tasks, worker_job_name,
-          is_chief, train_dir, graph_hook_fn=None, session_config_override=None,
-          on_finish=None, deployment_options=None, startup_timeout_secs=600, faults=None):
+def train(create_tensor_dict_fn, create_model_fn, train_config, master=None, task=None,
+          num_clones=None, worker_replicas=None, clone_on_cpu=None, ps_tasks=None,
+          worker_job_name=None, is_chief=None, train_dir=None, graph_hook_fn=None,
+          settings=None, **more_settings):
   """Trains a model with clones, following the OD API's legacy trainer.
 
-  `build_training_graph` followed by `run_training`.
+  `build_training_graph` followed by `run_training`. The run settings are one
+  `trainer.train_settings.TrainSettings`; the OD API's arguments (master ...
+  train_dir, positionally or by keyword) and slimtrain's later keywords
+  (`session_config_override`, `on_finish`, `deployment_options`,
+  `startup_timeout_secs`, `faults`) still work and override its fields.
 
   Args:
     create_tensor_dict_fn: returns one decoded example (a tensor_dict).
     create_model_fn: returns a new DetectionModel or ClassificationModel.
     train_config: a `train_pb2.TrainConfig` (read, never written).
-    master: gRPC target of the TF server ('' for in-process).
-    task: this worker's task index (its replica id).
-    num_clones: clones per worker; -1 = one per visible GPU.
-    worker_replicas: number of worker replicas (chief included).
-    clone_on_cpu: put clones on the CPU.
-    ps_tasks: number of parameter-server tasks.
-    worker_job_name: job name of the workers (e.g. 'worker').
-    is_chief: whether this task initialises, checkpoints and summarises.
-    train_dir: checkpoints and summaries go here.
+    master, task, num_clones, worker_replicas, clone_on_cpu, ps_tasks,
+      worker_job_name, is_chief, train_dir: the OD API's run arguments (see
+      `TrainSettings`); None takes the field of `settings`.
     graph_hook_fn: optional callable run after the clones are built.
-    session_config_override: optional ConfigProto replacing the default
-      (soft placement) one, e.g. with virtual CPU devices; `use_xla` still
-      applies to it.
-    on_finish: optional callable(sess, step) run by this task when training
-      ends (the cluster layer uses it to tell parameter servers to exit).
-    deployment_options: optional dict of extra `DeploymentConfig` arguments
-      (`variable_update`, `ps_strategy`, `clone_devices`, ...).
-    startup_timeout_secs: how long a non-chief task of a cluster waits for
-      the chief to initialise the model.
-    faults: optional `deployment.fault_tolerance.TaskFaults` (termination
-      grace, sync replica watch, recovery deadline).
+    settings: optional `TrainSettings` (default: its defaults; a train_dir
+      must come from somewhere).
+    **more_settings: other `TrainSettings` fields by keyword.
 
   Returns:
     The last total loss.
 
   Raises:
-    ValueError: on an inconsistent configuration.
+    ValueError: on an inconsistent configuration, or without a train_dir.
+    TypeError: for a keyword that is no `TrainSettings` field.
     trainer.training_loop.TrainingPreempted: after SIGTERM (checkpoint
       written by the chief).
     trainer.training_loop.NanLossError: when the loss became inf or NaN.
     tf.errors.UnavailableError, tf.errors.AbortedError: a peer was lost.
   """
+  run = train_settings.resolve(
+      settings, more_settings, master=master, task=task, num_clones=num_clones,
+      worker_replicas=worker_replicas, clone_on_cpu=clone_on_cpu, ps_tasks=ps_tasks,
+      worker_job_name=worker_job_name, is_chief=is_chief, train_dir=train_dir)
   try:
     training_graph = build_training_graph(
-        create_tensor_dict_fn, create_model_fn, train_config, task, num_clones,
-        worker_replicas, clone_on_cpu, ps_tasks, worker_job_name,
-        graph_hook_fn=graph_hook_fn, deployment_options=deployment_options, faults=faults)
-    return run_training(training_graph, train_config, train_dir, master=master,
-                        is_chief=is_chief, session_config_override=session_config_override,
-                        on_finish=on_finish, startup_timeout_secs=startup_timeout_secs,
-                        faults=faults)
+        create_tensor_dict_fn, create_model_fn, train_config, run.task, run.num_clones,
+        run.worker_replicas, run.clone_on_cpu, run.ps_tasks, run.worker_job_name,
+        graph_hook_fn=graph_hook_fn, deployment_options=run.deployment_options,
+        faults=run.faults)
+    return run_training(training_graph, train_config, run.train_dir, master=run.master,
+                        is_chief=run.is_chief,
+                        session_config_override=run.session_config_override,
+                        on_finish=run.on_finish, startup_timeout_secs=run.startup_timeout_secs,
+                        faults=run.faults)
   finally:
     if train_config.use_mixed_precision:
       # The rewrite is process-global; later graphs must not inherit it.

@@ -109,5 +109,28 @@ def test_follow_raises_errors_of_a_checkpoint_that_exists(tmp_path):
     checkpoints.follow_checkpoints(str(tmp_path), evaluate, timeout=1)
 
 
+def test_latest_step_of_a_directory_and_zero_before_any_checkpoint(tmp_path):
+  train_dir = str(tmp_path / 'train')
+  assert checkpoints.latest_step(train_dir) == 0  # not created yet
+  os.makedirs(train_dir)
+  assert checkpoints.latest_step(train_dir) == 0  # no checkpoint yet
+  _write_checkpoints(train_dir, [5, 12], max_to_keep=1)
+  assert checkpoints.latest_step(train_dir) == 12
+
+
+def test_latest_step_reads_zero_when_the_listed_checkpoint_was_deleted(tmp_path):
+  prefix, = _write_checkpoints(str(tmp_path), [4])
+  for name in tf.io.gfile.glob(prefix + '.*'):
+    tf.io.gfile.remove(name)
+  assert checkpoints.latest_step(str(tmp_path)) == 0
+
+
+def test_the_estimator_step_reader_is_latest_step(tmp_path):
+  from trainer.estimator import estimator
+  _write_checkpoints(str(tmp_path), [8])
+  assert estimator.load_global_step_from_checkpoint_dir is checkpoints.latest_step
+  assert estimator.load_global_step_from_checkpoint_dir(str(tmp_path)) == 8
+
+
 if __name__ == '__main__':
   sys.exit(pytest.main([__file__, '-q']))

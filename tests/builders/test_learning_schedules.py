@@ -1,9 +1,9 @@
-"""Tests for builders.learning_schedules: OD API values, names and errors."""
+"""Tests for utils.learning_schedules: OD API values, names and errors."""
 
 import numpy as np
 import tensorflow as tf
 
-from builders import learning_schedules
+from utils import learning_schedules
 
 tf.compat.v1.disable_eager_execution()
 

@@ -260,6 +260,45 @@ def test_plain_apply_gradients_still_works_in_ps_mode():
     assert update.type == 'NoOp'
 
 
+def _replicated_clones(num_clones, scope):
+  """Replicated clones of the MLP under `scope` (variables of their own) in the default graph."""
+  x, y = deploy_testlib.make_data(4 * num_clones)
+  config = model_deploy.DeploymentConfig(num_clones=num_clones, clone_devices=_cpus(num_clones),
+                                         variable_update='replicated')
+  batches = iter(zip(np.split(x, num_clones), np.split(y, num_clones)))
+  with tf.compat.v1.variable_scope(scope):
+    return model_deploy.create_clones(config, deploy_testlib.mlp_model_fn(batches))
+
+
+def test_the_replicated_mode_travels_on_the_clones():
+  with tf.Graph().as_default():
+    first = _replicated_clones(2, 'first')
+    second = _replicated_clones(3, 'second')
+    # Two calls in one graph: each list finds its own replicator, from the clones alone.
+    assert replicated.find(first) is first[0].replicator
+    assert replicated.find(second) is second[0].replicator
+    assert replicated.find(first) is not replicated.find(second)
+    assert replicated.find(second).num_clones == 3
+    # Still TF-Slim's 3-tuple, and _replace keeps the replicator.
+    outputs, scope, device = first[1]
+    assert (scope, device) == ('first/clone_1/', '/device:CPU:1')
+    moved = [clone._replace(outputs=None) for clone in first]
+    assert replicated.find(moved) is replicated.find(first)
+    # Clones built by hand are parameter-server clones.
+    assert model_deploy.Clone(None, '', '/device:CPU:0').replicator is None
+
+
+def test_part_or_a_mix_of_replicated_clones_is_refused():
+  with tf.Graph().as_default():
+    first = _replicated_clones(2, 'first')
+    second = _replicated_clones(2, 'second')
+    opt = tf.compat.v1.train.GradientDescentOptimizer(0.1)
+    with pytest.raises(ValueError, match='needs all 2 clones create_clones returned, got 1'):
+      model_deploy.optimize_clones(first[:1], opt)
+    with pytest.raises(ValueError, match='clones come from different create_clones calls'):
+      model_deploy.variable_copies([first[0], second[1]])
+
+
 if __name__ == '__main__':
   import sys
   sys.exit(pytest.main([__file__, '-q']))

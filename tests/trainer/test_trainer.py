@@ -231,6 +231,18 @@ def test_build_training_graph_then_run_training_is_train(tmp_path):
   assert _read(str(tmp_path), 'global_step') == 3
 
 
+def test_train_takes_its_run_settings_as_one_object(tmp_path):
+  settings = trainer.TrainSettings(
+      train_dir=str(tmp_path / 'unused'), num_clones=2, clone_on_cpu=True,
+      session_config_override=test_util.session_config(num_cpus=2))
+  # An argument given to train() overrides the object's field.
+  loss = trainer.train(create_tensor_dict_fn, lambda: TinyDetectionModel(NUM_CLASSES),
+                       _train_config(num_steps=2), train_dir=str(tmp_path), settings=settings)
+  assert np.isfinite(loss)
+  assert _read(str(tmp_path), 'global_step') == 2
+  assert not os.path.exists(str(tmp_path / 'unused'))
+
+
 def test_nan_loss_names_the_step_and_keeps_the_checkpoint(tmp_path):
   _train(str(tmp_path), _train_config(num_steps=2))
   weights = _read(str(tmp_path), 'ClassPredictor/weights')

@@ -29,6 +29,8 @@ Map:
 * tf.contrib.learn / tf.contrib.training names: `experiment.py`,
   `learn_runner.py`, `hparams.py`, `learn.py` (`tfe.learn`: the
   `tf.contrib.learn` namespace, with contrib's `ModeKeys.INFER`).
+* Keras: `keras.py` (`tfe.keras.model_to_estimator`: a compiled tf_keras
+  model run as an Estimator, rebuilt in each graph from its weights).
 * More tf.estimator 2.15 names: `hooks.py` (`tfe.LoggingTensorHook` ...:
   TF's own hook classes), `parsing_utils.py` (`classifier_parse_example_spec`,
   `regressor_parse_example_spec`), `extenders.py` (`add_metrics`),

@@ -37,6 +37,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from core import checkpoints
 from core import paths
 from trainer.estimator import faults
 from trainer.estimator import model_fn as model_fn_lib
@@ -152,13 +153,8 @@ def _replica_device_setter(config):
       ps_ops=list(device_setter.STANDARD_PS_OPS), cluster=config.cluster_spec)
 
 
-def load_global_step_from_checkpoint_dir(checkpoint_dir):
-  """The global step of the latest checkpoint in `checkpoint_dir` (0 when none)."""
-  try:
-    reader = tf.train.load_checkpoint(checkpoint_dir)
-    return int(reader.get_tensor(GLOBAL_STEP_KEY))
-  except Exception:  # pylint: disable=broad-except  (no checkpoint, no step)
-    return 0
+# tf.estimator's name for `core.checkpoints.latest_step` (0 when there is no checkpoint).
+load_global_step_from_checkpoint_dir = checkpoints.latest_step
 
 
 class Estimator(object):

@@ -13,8 +13,9 @@ export call the model_fn once, as usual):
 
 1. The input_fn's batch is the *global* batch: features and labels are split
    along their first dimension into `num_clones` equal slices on the inputs
-   device (the batch size must be divisible by num_clones; a clear assertion
-   fails otherwise).
+   device (the batch size must be divisible by num_clones: the check of
+   `deployment.clone_batch`, when the graph is built if the batch dimension
+   is static, else when the step runs).
 2. `model_deploy.create_clones` calls the model_fn once per clone, on the
    clone's device and under name scope `clone_<i>`, with variables shared
    (created on the variables device by clone 0, reused by the others).
@@ -61,6 +62,7 @@ import contextlib
 
 import tensorflow as tf
 
+from deployment import clone_batch
 from trainer.estimator import model_fn as model_fn_lib
 
 _Optimizer = tf.compat.v1.train.Optimizer
@@ -132,12 +134,13 @@ def _split_one(value, num_splits):
   if isinstance(value, tf.SparseTensor):
     return tf.sparse.split(sp_input=value, num_split=num_splits, axis=0)
   value = tf.convert_to_tensor(value)
-  batch = tf.shape(value)[0]
-  check = tf.debugging.assert_equal(
-      batch % num_splits, 0,
-      message='Estimator with num_clones=%d needs a batch size divisible by num_clones; '
-      'batch size of %s is' % (num_splits, value.name))
-  with tf.control_dependencies([check]):
+  batch = tf.compat.dimension_value(value.shape[0]) if value.shape.rank else None
+  per_clone = clone_batch.per_clone_batch_size(
+      tf.shape(value)[0] if batch is None else batch, num_splits,
+      batch_name='the batch of %s' % value.name)
+  if batch is not None:
+    return tf.split(value, num_splits, axis=0)
+  with tf.control_dependencies([per_clone]):
     return tf.split(value, num_splits, axis=0)
 
 

@@ -232,6 +232,24 @@ def _dnn_model_fn(features, labels, mode, head, hidden_units, feature_columns,
                                     train_op_fn=train_op_fn)
 
 
+def _checked_dnn_model_fn(head, hidden_units, feature_columns, optimizer, activation_fn,
+                          dropout, batch_norm, input_layer_partitioner):
+  """The model_fn of DNNClassifier, DNNRegressor and DNNEstimator, from checked arguments.
+
+  Returns:
+    model_fn(features, labels, mode, config) over `head`.
+
+  Raises:
+    ValueError: naming the offending argument.
+  """
+  hidden_units, feature_columns = check_dnn_arguments(hidden_units, feature_columns, dropout,
+                                                      optimizer)
+  return _dnn_model_fn_for(
+      head, hidden_units=hidden_units, feature_columns=feature_columns, optimizer=optimizer,
+      activation_fn=activation_fn, dropout=dropout,
+      input_layer_partitioner=input_layer_partitioner, batch_norm=batch_norm)
+
+
 class DNNClassifier(estimator_lib.Estimator):
   """A classifier over dense feature columns with fully connected hidden layers.
 
@@ -268,16 +286,11 @@ class DNNClassifier(estimator_lib.Estimator):
     Raises:
       ValueError: naming the offending argument.
     """
-    hidden_units, feature_columns = check_dnn_arguments(hidden_units, feature_columns, dropout,
-                                                        optimizer)
     head = head_lib.classification_head(n_classes, weight_column=weight_column,
                                         label_vocabulary=label_vocabulary,
                                         loss_reduction=loss_reduction)
-
-    model_fn = _dnn_model_fn_for(
-        head, hidden_units=hidden_units, feature_columns=feature_columns, optimizer=optimizer,
-        activation_fn=activation_fn, dropout=dropout,
-        input_layer_partitioner=input_layer_partitioner, batch_norm=batch_norm)
+    model_fn = _checked_dnn_model_fn(head, hidden_units, feature_columns, optimizer,
+                                     activation_fn, dropout, batch_norm, input_layer_partitioner)
     super().__init__(model_fn=model_fn, model_dir=model_dir, config=config,
                      warm_start_from=warm_start_from)
 
@@ -297,35 +310,17 @@ class DNNRegressor(estimator_lib.Estimator):
     """Builds the estimator.
 
     Args:
-      hidden_units: widths of the hidden layers, e.g. [64, 32].
-      feature_columns: v1 dense feature columns.
-      model_dir: where checkpoints and events go.
       label_dimension: number of regression targets per example.
-      weight_column: feature key or numeric column of example weights.
-      optimizer: name, `tf.compat.v1.train.Optimizer` or callable (see
-        DNNClassifier).
-      activation_fn: activation of the hidden layers.
-      dropout: None, or the probability of dropping a hidden unit in training.
-      config: a `tfe.RunConfig`.
-      warm_start_from: checkpoint path or `tfe.WarmStartSettings`.
-      loss_reduction: a `tf.compat.v1.losses.Reduction` other than NONE.
-      batch_norm: batch normalization after each hidden layer.
-      input_layer_partitioner: partitioner of the input layer (default: split
-        over the ps tasks in 64 MiB slices).
+      The others: as DNNClassifier's.
 
     Raises:
       ValueError: naming the offending argument.
     """
-    hidden_units, feature_columns = check_dnn_arguments(hidden_units, feature_columns, dropout,
-                                                        optimizer)
     head = head_lib.regression_head(label_dimension=label_dimension,
                                     weight_column=weight_column,
                                     loss_reduction=loss_reduction)
-
-    model_fn = _dnn_model_fn_for(
-        head, hidden_units=hidden_units, feature_columns=feature_columns, optimizer=optimizer,
-        activation_fn=activation_fn, dropout=dropout,
-        input_layer_partitioner=input_layer_partitioner, batch_norm=batch_norm)
+    model_fn = _checked_dnn_model_fn(head, hidden_units, feature_columns, optimizer,
+                                     activation_fn, dropout, batch_norm, input_layer_partitioner)
     super().__init__(model_fn=model_fn, model_dir=model_dir, config=config,
                      warm_start_from=warm_start_from)
 
@@ -358,12 +353,7 @@ class DNNEstimator(estimator_lib.Estimator):
     Raises:
       ValueError: naming the offending argument.
     """
-    hidden_units, feature_columns = check_dnn_arguments(hidden_units, feature_columns, dropout,
-                                                        optimizer)
-
-    model_fn = _dnn_model_fn_for(
-        head, hidden_units=hidden_units, feature_columns=feature_columns, optimizer=optimizer,
-        activation_fn=activation_fn, dropout=dropout,
-        input_layer_partitioner=input_layer_partitioner, batch_norm=batch_norm)
+    model_fn = _checked_dnn_model_fn(head, hidden_units, feature_columns, optimizer,
+                                     activation_fn, dropout, batch_norm, input_layer_partitioner)
     super().__init__(model_fn=model_fn, model_dir=model_dir, config=config,
                      warm_start_from=warm_start_from)

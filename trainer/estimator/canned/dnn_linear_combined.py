@@ -153,6 +153,29 @@ def _dnn_linear_combined_model_fn(features, labels, mode, head, linear_feature_c
                                     train_op_fn=train_op_fn)
 
 
+def _checked_combined_model_fn(head, linear_feature_columns, linear_optimizer,
+                               dnn_feature_columns, dnn_optimizer, dnn_hidden_units,
+                               dnn_activation_fn, dnn_dropout, batch_norm,
+                               linear_sparse_combiner, input_layer_partitioner):
+  """The wide-and-deep model_fn over `head`, from checked arguments (all three classes).
+
+  Returns:
+    model_fn(features, labels, mode, config).
+
+  Raises:
+    ValueError: naming the offending argument.
+  """
+  linear_columns, dnn_columns, hidden_units = _check_arguments(
+      linear_feature_columns, linear_optimizer, dnn_feature_columns, dnn_optimizer,
+      dnn_hidden_units, dnn_dropout, linear_sparse_combiner)
+  return _combined_model_fn_for(
+      head, linear_feature_columns=linear_columns, linear_optimizer=linear_optimizer,
+      dnn_feature_columns=dnn_columns, dnn_optimizer=dnn_optimizer,
+      dnn_hidden_units=hidden_units, dnn_activation_fn=dnn_activation_fn,
+      dnn_dropout=dnn_dropout, input_layer_partitioner=input_layer_partitioner,
+      batch_norm=batch_norm, linear_sparse_combiner=linear_sparse_combiner)
+
+
 class DNNLinearCombinedClassifier(estimator_lib.Estimator):
   """A wide-and-deep classifier: linear logits plus DNN logits, two optimizers.
 
@@ -194,19 +217,13 @@ class DNNLinearCombinedClassifier(estimator_lib.Estimator):
     Raises:
       ValueError: naming the offending argument.
     """
-    linear_columns, dnn_columns, hidden_units = _check_arguments(
-        linear_feature_columns, linear_optimizer, dnn_feature_columns, dnn_optimizer,
-        dnn_hidden_units, dnn_dropout, linear_sparse_combiner)
     head = head_lib.classification_head(n_classes, weight_column=weight_column,
                                         label_vocabulary=label_vocabulary,
                                         loss_reduction=loss_reduction)
-
-    model_fn = _combined_model_fn_for(
-        head, linear_feature_columns=linear_columns, linear_optimizer=linear_optimizer,
-        dnn_feature_columns=dnn_columns, dnn_optimizer=dnn_optimizer,
-        dnn_hidden_units=hidden_units, dnn_activation_fn=dnn_activation_fn,
-        dnn_dropout=dnn_dropout, input_layer_partitioner=input_layer_partitioner,
-        batch_norm=batch_norm, linear_sparse_combiner=linear_sparse_combiner)
+    model_fn = _checked_combined_model_fn(
+        head, linear_feature_columns, linear_optimizer, dnn_feature_columns, dnn_optimizer,
+        dnn_hidden_units, dnn_activation_fn, dnn_dropout, batch_norm, linear_sparse_combiner,
+        input_layer_partitioner)
     super().__init__(model_fn=model_fn, model_dir=model_dir, config=config,
                      warm_start_from=warm_start_from)
 
@@ -227,40 +244,19 @@ class DNNLinearCombinedRegressor(estimator_lib.Estimator):
     """Builds the estimator.
 
     Args:
-      model_dir: where checkpoints and events go.
-      linear_feature_columns: v1 feature columns of the linear part.
-      linear_optimizer: name, optimizer or callable (default Ftrl).
-      dnn_feature_columns: v1 dense feature columns of the DNN part.
-      dnn_optimizer: name, optimizer or callable (default Adagrad).
-      dnn_hidden_units: widths of the DNN's hidden layers.
-      dnn_activation_fn: activation of the hidden layers.
-      dnn_dropout: None, or the probability of dropping a hidden unit.
       label_dimension: number of regression targets per example.
-      weight_column: feature key or numeric column of example weights.
-      config: a `tfe.RunConfig`.
-      warm_start_from: checkpoint path or `tfe.WarmStartSettings`.
-      loss_reduction: a `tf.compat.v1.losses.Reduction` other than NONE.
-      batch_norm: batch normalization after each hidden layer.
-      linear_sparse_combiner: 'sum', 'mean' or 'sqrtn'.
-      input_layer_partitioner: partitioner of the DNN input layer and the
-        linear weights.
+      The others: as DNNLinearCombinedClassifier's.
 
     Raises:
       ValueError: naming the offending argument.
     """
-    linear_columns, dnn_columns, hidden_units = _check_arguments(
-        linear_feature_columns, linear_optimizer, dnn_feature_columns, dnn_optimizer,
-        dnn_hidden_units, dnn_dropout, linear_sparse_combiner)
     head = head_lib.regression_head(label_dimension=label_dimension,
                                     weight_column=weight_column,
                                     loss_reduction=loss_reduction)
-
-    model_fn = _combined_model_fn_for(
-        head, linear_feature_columns=linear_columns, linear_optimizer=linear_optimizer,
-        dnn_feature_columns=dnn_columns, dnn_optimizer=dnn_optimizer,
-        dnn_hidden_units=hidden_units, dnn_activation_fn=dnn_activation_fn,
-        dnn_dropout=dnn_dropout, input_layer_partitioner=input_layer_partitioner,
-        batch_norm=batch_norm, linear_sparse_combiner=linear_sparse_combiner)
+    model_fn = _checked_combined_model_fn(
+        head, linear_feature_columns, linear_optimizer, dnn_feature_columns, dnn_optimizer,
+        dnn_hidden_units, dnn_activation_fn, dnn_dropout, batch_norm, linear_sparse_combiner,
+        input_layer_partitioner)
     super().__init__(model_fn=model_fn, model_dir=model_dir, config=config,
                      warm_start_from=warm_start_from)
 
@@ -296,15 +292,9 @@ class DNNLinearCombinedEstimator(estimator_lib.Estimator):
     Raises:
       ValueError: naming the offending argument.
     """
-    linear_columns, dnn_columns, hidden_units = _check_arguments(
-        linear_feature_columns, linear_optimizer, dnn_feature_columns, dnn_optimizer,
-        dnn_hidden_units, dnn_dropout, linear_sparse_combiner)
-
-    model_fn = _combined_model_fn_for(
-        head, linear_feature_columns=linear_columns, linear_optimizer=linear_optimizer,
-        dnn_feature_columns=dnn_columns, dnn_optimizer=dnn_optimizer,
-        dnn_hidden_units=hidden_units, dnn_activation_fn=dnn_activation_fn,
-        dnn_dropout=dnn_dropout, input_layer_partitioner=input_layer_partitioner,
-        batch_norm=batch_norm, linear_sparse_combiner=linear_sparse_combiner)
+    model_fn = _checked_combined_model_fn(
+        head, linear_feature_columns, linear_optimizer, dnn_feature_columns, dnn_optimizer,
+        dnn_hidden_units, dnn_activation_fn, dnn_dropout, batch_norm, linear_sparse_combiner,
+        input_layer_partitioner)
     super().__init__(model_fn=model_fn, model_dir=model_dir, config=config,
                      warm_start_from=warm_start_from)

@@ -224,16 +224,8 @@ class LinearRegressor(_LinearEstimator):
     """Builds the regressor.
 
     Args:
-      feature_columns: iterable of feature columns (the model's inputs).
-      model_dir: where checkpoints and events go (default: the config's or a temp dir).
       label_dimension: number of regression targets per example, >= 1.
-      weight_column: None, a feature name or a numeric_column of example weights.
-      optimizer: name, `tf.compat.v1.train.Optimizer`, callable returning one, or None.
-      config: a `tfe.RunConfig`.
-      warm_start_from: checkpoint / SavedModel path or `tfe.WarmStartSettings`.
-      loss_reduction: a `tf.compat.v1.losses.Reduction` other than NONE.
-      sparse_combiner: 'sum', 'mean' or 'sqrtn' for multivalent categorical columns.
-      partitioner: variable partitioner (default: by config.num_ps_replicas).
+      The others: as LinearClassifier's.
 
     Raises:
       ValueError: for a bad argument, naming it.
