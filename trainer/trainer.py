@@ -64,7 +64,7 @@ from core import preprocessor
 from core import standard_fields as fields
 from core import variables_helper
 from deployment import cluster_runtime
-from deployment import fault_tolerance
+from deployment import fault_runtime
 from deployment import model_deploy
 from deployment import replica_watch
 from deployment import sync_replicas
@@ -527,7 +527,7 @@ def run_training(training_graph, train_config, train_dir, master='', is_chief=Tr
     tf.errors.UnavailableError, tf.errors.AbortedError: a peer was lost (the
       recovery deadline of `faults.recovery` is running).
   """
-  faults = faults or fault_tolerance.TaskFaults()
+  faults = faults or fault_runtime.TaskFaults()
   sync_optimizer = training_graph.sync_optimizer
   startup_delay_steps = train_config.startup_delay_steps
   if sync_optimizer is not None and startup_delay_steps:
@@ -605,7 +605,7 @@ def train(create_tensor_dict_fn, create_model_fn, train_config, master, task,
       (`variable_update`, `ps_strategy`, `clone_devices`, ...).
     startup_timeout_secs: how long a non-chief task of a cluster waits for
       the chief to initialise the model.
-    faults: optional `deployment.fault_tolerance.TaskFaults` (termination
+    faults: optional `deployment.fault_runtime.TaskFaults` (termination
       grace, sync replica watch, recovery deadline).
 
   Returns:
