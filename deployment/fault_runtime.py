@@ -280,8 +280,12 @@ class TaskFaults(object):
     if self.step_watch is not None:
       self.step_watch.stop()
 
-  def watch_chief(self):
+  def watch_chief(self, chief_seen=False):
     """A worker of a ps cluster exits 129 once its chief is gone.
+
+    Args:
+      chief_seen: the task has just talked to its chief, so the chief timeout
+        applies from now on (else the startup timeout until it is seen).
 
     Returns:
       A `threading.Event`; set it to stop watching (when training ends).
@@ -290,7 +294,7 @@ class TaskFaults(object):
       return threading.Event()
     return fault_tolerance.exit_when_chief_lost(
         self.cluster, self.settings.chief, self.settings.startup,
-        chief_seen=self.settings.source == 'RunConfig',
+        chief_seen=chief_seen,
         setting=self.settings.setting('chief'))
 
   def sigterm_grace(self, is_chief, on_sigterm):

@@ -221,7 +221,8 @@ def train(train_op, loss, scaffold, model_dir, hooks, chief_hooks, master, is_ch
                                     session_creation_timeout_secs)
   all_hooks += list(hooks)
   loss_value, any_step_done = None, False
-  stop_watching_chief = faults.watch_chief()
+  # The task's server has just agreed on the cluster with the chief's.
+  stop_watching_chief = faults.watch_chief(chief_seen=True)
   with fault_hook.grace.handling():
     try:
       with tf.compat.v1.train.MonitoredSession(
