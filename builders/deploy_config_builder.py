@@ -22,14 +22,15 @@ import collections
 
 import tensorflow as tf
 
+from deployment import fault_runtime
 from protos import pipeline_pb2
 
 DeploySettings = collections.namedtuple(
     'DeploySettings', ['num_clones', 'clone_on_cpu', 'deployment_options'])
 
-# Every timeout of a cluster task, in seconds (see docs/fault_tolerance.md).
-ClusterTimeouts = collections.namedtuple(
-    'ClusterTimeouts', ['startup', 'chief', 'termination_grace', 'replica', 'recovery'])
+# Every timeout of a cluster task, in seconds: the fault runtime's settings
+# (deployment/fault_runtime.py, docs/fault_tolerance.md).
+ClusterTimeouts = fault_runtime.FaultSettings
 
 
 def resolve_num_clones(num_clones):
@@ -135,8 +136,9 @@ def cluster_timeouts(deploy_config):
     deploy_config: a `pipeline_pb2.DeployConfig`.
 
   Returns:
-    A `ClusterTimeouts(startup, chief, termination_grace, replica, recovery)`
-    in seconds.
+    The `fault_runtime.FaultSettings(startup, chief, termination_grace,
+    replica, recovery)` in seconds that both training paths' fault runtime
+    takes (source 'deploy_config').
 
   Raises:
     ValueError: if `deploy_config` is not a `DeployConfig`, or a timeout is 0
@@ -146,9 +148,6 @@ def cluster_timeouts(deploy_config):
     raise ValueError('deploy_config not of type pipeline_pb2.DeployConfig.')
   fields = ('startup_timeout_secs', 'chief_timeout_secs', 'termination_grace_secs',
             'replica_timeout_secs', 'recovery_timeout_secs')
-  values = [getattr(deploy_config, name) for name in fields]
-  for name, value in zip(fields, values):
-    if value <= 0:
-      raise ValueError('deploy_config.%s must be positive (seconds), got %d'
-                       % (name, value))
-  return ClusterTimeouts(*values)
+  return fault_runtime.FaultSettings(
+      *[fault_runtime.check_timeout('deploy_config', name, getattr(deploy_config, name))
+        for name in fields], source='deploy_config')

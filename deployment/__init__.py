@@ -29,12 +29,16 @@ Map:
   reads TFJobs;
   `replicas.py`: replica types, restart policies, the operator's TF_CONFIG;
   `ports.py`: free loopback ports.
-* `fault_tolerance.py`: bounded shutdown after SIGTERM (watchdog, a thread
-  that hears the signal during a blocked run), the recovery deadline after a
-  lost peer; `replica_watch.py`: sync replicas' delivery stamps, heartbeats
-  and the monitor that names a missing replica; `step_watch.py`: steps (and
-  session starts) that stop finishing behind a network partition, probed and
-  ended with a retryable exit.
+* `fault_runtime.py`: the one fault runtime of a training task, used by
+  both training paths (tf-slim's loop in `trainer.training_loop`, the
+  Estimator's `MonitoredSession` loop in `monitored_training.py`): its
+  settings (`FaultSettings`, from deploy_config or a RunConfig),
+  `TaskFaults`, the `BoundedSession` steps run through, the ps loop and the
+  exit exceptions. Its pieces: `fault_tolerance.py` (bounded shutdown after
+  SIGTERM: watchdog, a thread that hears the signal during a blocked run; the
+  recovery deadline after a lost peer), `step_watch.py` (steps that stop
+  finishing), `replica_watch.py` (sync replicas' delivery stamps, heartbeats
+  and the monitor that names a missing replica).
 * `netns.py`: a private network of Linux network namespaces, one per task,
   with link partitions (the multi-host test harness; benchmarks use it too).
 """

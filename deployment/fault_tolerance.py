@@ -20,17 +20,14 @@ contract in `deployment.exit_codes`:
   stopped delivering gradients;
 * `Recovery` arms the `deploy_config.recovery_timeout_secs` deadline when a
   peer is lost and logs, once training runs again, which step was restored
-  and how many steps were lost;
-* `TaskFaults` carries all of this into `trainer.trainer.train`.
+  and how many steps were lost.
 
-Usage (trainer/train.py and trainer.training_loop do this):
+`deployment.fault_runtime` assembles these pieces into the one fault
+runtime of a training task (`TaskFaults`), which both training paths use.
 
-    faults = fault_tolerance.TaskFaults(
-        termination_grace_secs=25, replica_timeout_secs=300,
-        replica_names=['/job:chief/task:0', '/job:worker/task:0'],
-        replica_name='/job:worker/task:0',
-        recovery=fault_tolerance.Recovery(
-            timeout_secs=300, peers=[('/job:ps/task:0', '10.0.0.2:2222')]))
+Usage (trainer/train.py does this):
+
+    faults = fault_runtime.TaskFaults(settings, cluster, master, is_chief)
     while True:
       try:
         return trainer.train(..., faults=faults)  # a new graph and session
@@ -361,63 +358,6 @@ class SigtermGrace(object):
     if self.checkpoint_written or not self._is_chief:
       return exit_codes.PREEMPTED
     return exit_codes.RETRYABLE
-
-
-class TaskFaults(object):
-  """How one training task of a cluster meets faults; `trainer.train` takes one.
-
-  Args:
-    termination_grace_secs: after SIGTERM, the longest this task takes to
-      exit (deploy_config.termination_grace_secs); None: unbounded.
-    replica_timeout_secs: deploy_config.replica_timeout_secs (sync replicas).
-    replica_names: every training task of the job ('/job:chief/task:0', ...);
-      with sync replicas they are watched for missing gradients.
-    replica_name: this task's name among them.
-    recovery: a `Recovery`, or None not to recover from lost peers.
-    end_job: optional callable(message) telling the ps tasks the job failed
-      (the chief's, before a retryable exit).
-    session_peers: [(name, 'host:port')] of the other tasks this task's
-      session runs on (its ps tasks); with them, closing the session after
-      the last step is bounded by `termination_grace_secs` and names them
-      when slow (`close_session`).
-    step_timeout_secs: with `session_peers`, exit retryable when no step
-      finishes for this long once training runs (`deployment.step_watch`:
-      a partitioned ps); None: wait as long as a step takes.
-    step_timeout_setting: the config field(s) step_timeout_secs comes from.
-  """
-
-  def __init__(self, termination_grace_secs=None, replica_timeout_secs=300,
-               replica_names=(), replica_name=None, recovery=None, end_job=None,
-               session_peers=(), step_timeout_secs=None,
-               step_timeout_setting='deploy_config.recovery_timeout_secs'):
-    self.termination_grace_secs = termination_grace_secs
-    self.replica_timeout_secs = replica_timeout_secs
-    self.replica_names = list(replica_names)
-    self.replica_name = replica_name
-    self.recovery = recovery
-    self.end_job = end_job
-    self.session_peers = list(session_peers)
-    self.step_timeout_secs = step_timeout_secs
-    self.step_timeout_setting = step_timeout_setting
-
-  @contextlib.contextmanager
-  def noting_lost_peers(self, last_step_fn):
-    """Starts the recovery deadline for a lost peer that escapes the block.
-
-    Args:
-      last_step_fn: returns the last global step reached (for the log line).
-    """
-    try:
-      yield
-    except PEER_ERRORS as e:
-      if self.recovery is not None and not self.recovery.recovering:
-        self.recovery.lost(e, last_step_fn())
-      raise
-
-  @property
-  def watches_replicas(self):
-    """Whether sync replicas should stamp and watch their deliveries."""
-    return len(self.replica_names) > 1 and self.replica_name in self.replica_names
 
 
 def task_names(error_message):

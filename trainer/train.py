@@ -29,7 +29,6 @@ docs/fault_tolerance.md.
 """
 
 import functools
-import threading
 
 from absl import app
 from absl import flags
@@ -44,6 +43,7 @@ from deployment import cluster as cluster_lib
 from deployment import cluster_check
 from deployment import cluster_runtime
 from deployment import exit_codes
+from deployment import fault_runtime
 from deployment import fault_tolerance
 from trainer import trainer
 from trainer import training_loop
@@ -112,17 +112,16 @@ def run(argv=None):
   if cluster.task_type == 'ps':
     try:
       server = cluster_check.start_server_and_agree(cluster, timeouts.startup)
-      return cluster_runtime.serve_until_training_done(
-          server, cluster, chief_timeout_secs=timeouts.chief,
-          startup_timeout_secs=timeouts.startup,
-          termination_grace_secs=timeouts.termination_grace,
+      return fault_runtime.serve_ps(
+          server, cluster, timeouts,
           # The cluster check has just talked to the chief.
           chief_seen=cluster.is_distributed and not cluster.is_chief)
     except cluster_check.ClusterMismatchError as e:
       logging.error('%s', e)
       return exit_codes.PERMANENT
-    except (cluster_runtime.ChiefLostError, cluster_runtime.JobFailedError,
-            cluster_runtime.StartupTimeoutError, TimeoutError) as e:
+    except (fault_runtime.TaskFailed, fault_runtime.TrainingPreempted) as e:
+      return e.code  # 129 (logged) or 143.
+    except (cluster_runtime.StartupTimeoutError, TimeoutError) as e:
       logging.error('%s', e)
       return exit_codes.RETRYABLE
   if cluster.task_type == 'evaluator':
@@ -160,7 +159,8 @@ def run(argv=None):
                                        clone_on_cpu=FLAGS.clone_on_cpu)
   logging.info('%s', deploy_config_builder.placement_text(
       deploy, deploy_config, FLAGS.num_clones, FLAGS.clone_on_cpu))
-  faults = _task_faults(cluster, master, timeouts, is_chief, train_config.sync_replicas)
+  faults = fault_runtime.TaskFaults(timeouts, cluster, master, is_chief,
+                                    sync_replicas=train_config.sync_replicas)
 
   def train_once():
     trainer.train(create_tensor_dict_fn, create_model_fn, train_config,
@@ -170,15 +170,15 @@ def run(argv=None):
                   deployment_options=deploy.deployment_options,
                   startup_timeout_secs=deploy_config.startup_timeout_secs, faults=faults)
 
-  stop_watching_chief = _watch_chief(cluster, is_chief, timeouts)
+  # Without the chief nobody saves a worker's work: a worker exits retryable then.
+  stop_watching_chief = faults.watch_chief()
   try:
     if not _train_until_done(train_once, cluster, faults, train_config.num_steps):
       return exit_codes.DONE  # The ps tasks have exited: nobody to tell.
-  except training_loop.TrainingPreempted as e:
+  except fault_runtime.TrainingPreempted as e:
     logging.warning('%s', e)
-    if cluster.is_distributed and ps_tasks:
-      cluster_runtime.signal_training_done(master, cluster, status=cluster_runtime.PREEMPTED,
-                                           timeout_secs=timeouts.termination_grace)
+    if ps_tasks:
+      fault_runtime.signal_preempted(master, cluster, timeouts)
     return exit_codes.PREEMPTED
   except (training_loop.NanLossError, TimeoutError) as e:
     logging.error('%s', e.message if hasattr(e, 'message') else e)
@@ -201,41 +201,6 @@ def _already_finished(num_steps):
   logging.info('training already finished: %s holds a checkpoint at global step %d >= '
                'num_steps=%d; nothing to do', FLAGS.train_dir, step, num_steps)
   return True
-
-
-def _watch_chief(cluster, is_chief, timeouts):
-  """A worker of a ps cluster exits retryable once the chief is lost; returns the stop event.
-
-  Without the chief nobody saves the work, so training on would only waste it.
-  """
-  if is_chief or not cluster.is_distributed or not cluster.num_ps_tasks:
-    return threading.Event()
-  return fault_tolerance.exit_when_chief_lost(cluster, timeouts.chief, timeouts.startup)
-
-
-def _task_faults(cluster, master, timeouts, is_chief, sync_replicas):
-  """The `fault_tolerance.TaskFaults` of this training task."""
-  if not cluster.is_distributed:
-    return fault_tolerance.TaskFaults(termination_grace_secs=timeouts.termination_grace)
-  end_job = (cluster_runtime.job_failed_notice(master, cluster)
-             if is_chief and cluster.num_ps_tasks else None)
-  jobs = cluster.cluster
-  ps_peers = cluster_runtime.ps_peers(cluster)
-  replica_names = ['/job:%s/task:%d' % (job, index) for job in cluster_lib.TRAINING_JOBS
-                   for index in range(len(jobs.get(job, [])))]
-  return fault_tolerance.TaskFaults(
-      termination_grace_secs=timeouts.termination_grace,
-      replica_timeout_secs=timeouts.replica, replica_names=replica_names,
-      replica_name='/job:%s/task:%d' % (cluster.task_type, cluster.task_index),
-      recovery=fault_tolerance.Recovery(
-          timeouts.recovery, last_words=end_job,
-          chief=None if is_chief else cluster_runtime.chief_address(cluster), peers=ps_peers),
-      end_job=end_job,
-      session_peers=ps_peers,
-      # A sync step also waits for the other replicas, which their own watch bounds.
-      step_timeout_secs=timeouts.recovery + (timeouts.replica if sync_replicas else 0),
-      step_timeout_setting=('deploy_config.replica_timeout_secs + recovery_timeout_secs'
-                            if sync_replicas else 'deploy_config.recovery_timeout_secs'))
 
 
 def _train_until_done(train_once, cluster, faults, num_steps):

@@ -54,7 +54,7 @@ class TrainSettings:
       (`variable_update`, `ps_strategy`, `clone_devices`, ...).
     startup_timeout_secs: how long a non-chief task of a cluster waits for
       the chief to initialise the model.
-    faults: optional `deployment.fault_tolerance.TaskFaults` (termination
+    faults: optional `deployment.fault_runtime.TaskFaults` (termination
       grace, sync replica watch, recovery deadline).
   """
   master: str = ''

@@ -69,7 +69,7 @@ from core import preprocessor
 from core import standard_fields as fields
 from deployment import clone_batch
 from deployment import cluster_runtime
-from deployment import fault_tolerance
+from deployment import fault_runtime
 from deployment import model_deploy
 from deployment import replica_watch
 from deployment import sync_replicas
@@ -463,7 +463,7 @@ def run_training(training_graph, train_config, train_dir, master='', is_chief=Tr
     tf.errors.UnavailableError, tf.errors.AbortedError: a peer was lost (the
       recovery deadline of `faults.recovery` is running).
   """
-  faults = faults or fault_tolerance.TaskFaults()
+  faults = faults or fault_runtime.TaskFaults()
   sync_optimizer = training_graph.sync_optimizer
   startup_delay_steps = train_config.startup_delay_steps
   if sync_optimizer is not None and startup_delay_steps:

@@ -13,13 +13,14 @@ Python from the global step it fetched, and adds what long jobs need:
   `TaskFaults.termination_grace_secs` the process exits once that grace has
   passed, whatever it is blocked in (a step waiting for a dead peer, a
   `Session.close()`);
-* faults (`deployment.fault_tolerance`): a step failing on a lost peer starts
-  the recovery deadline, the first step of a rebuilt session logs what was
-  restored, and a sync-replicas monitor runs beside the steps; in a cluster,
-  a step that does not finish within `TaskFaults.step_timeout_secs` (a
-  partitioned ps) ends the task retryable, and closing the session after the
-  last step is bounded by the termination grace and names the ps tasks it
-  waits for when slow.
+* faults, through the one fault runtime of both training paths
+  (`deployment.fault_runtime`): each step runs through its `BoundedSession`,
+  so a step failing on a lost peer starts the recovery deadline; the first
+  step of a rebuilt session logs what was restored, and a sync-replicas
+  monitor runs beside the steps; in a cluster, a step that does not finish
+  within `TaskFaults.step_timeout_secs` (a partitioned ps) ends the task
+  retryable, and closing the session after the last step is bounded by the
+  termination grace and names the ps tasks it waits for when slow.
 
 Usage (trainer.trainer.train does this):
 
@@ -37,25 +38,17 @@ import time
 from absl import logging
 import tensorflow as tf
 
-from deployment import fault_tolerance
-from deployment import step_watch
+from deployment import exit_codes
+from deployment import fault_runtime
 from trainer import numerics
 
 NAN_LOSS_MESSAGE = 'LossTensor is inf or nan.'
 
 # Exit code of `python -m trainer.train` after a preemption checkpoint:
 # 128 + SIGTERM, so schedulers see a terminated (not a finished) task.
-PREEMPTED_EXIT_CODE = 143
-
-
-class TrainingPreempted(Exception):
-  """Training stopped on SIGTERM after saving a checkpoint at `step`."""
-
-  def __init__(self, step, checkpoint_path):
-    super().__init__('training preempted by SIGTERM at global step %d; '
-                     'checkpoint %s' % (step, checkpoint_path))
-    self.step = step
-    self.checkpoint_path = checkpoint_path
+PREEMPTED_EXIT_CODE = exit_codes.PREEMPTED
+# Training stopped on SIGTERM (the runtime's, shared with the Estimator path).
+TrainingPreempted = fault_runtime.TrainingPreempted
 
 
 class NanLossError(tf.errors.InvalidArgumentError):
@@ -94,7 +87,7 @@ class TrainStepRunner:
       train op ran (a control dependency on it). Without it the step fetched
       beside the train op may be the value before the update, and training
       would run one step past `number_of_steps`.
-    faults: optional `deployment.fault_tolerance.TaskFaults`.
+    faults: optional `deployment.fault_runtime.TaskFaults`.
     replica_monitor: optional `deployment.replica_watch.ReplicaMonitor`, started with
       the first step and stopped when training ends.
     startup_delay_steps: a non-chief task waits before its first step until
@@ -114,22 +107,14 @@ class TrainStepRunner:
     self._checkpoint_path = checkpoint_path
     self._on_finish = on_finish
     self._step_after_update = step_after_update
-    self._faults = faults or fault_tolerance.TaskFaults()
+    self._faults = faults or fault_runtime.TaskFaults()
     self._replica_monitor = replica_monitor
     self._startup_delay_steps = startup_delay_steps if not is_chief else 0
-    self._step_watch = None
-    if self._faults.session_peers and self._faults.step_timeout_secs:
-      self._step_watch = step_watch.StepWatch(
-          self._faults.step_timeout_secs, self._faults.session_peers,
-          self._faults.step_timeout_setting, last_words=self._faults.end_job)
-    self._sigterm = fault_tolerance.SigtermGrace(
-        self._faults.termination_grace_secs, 'deploy_config.termination_grace_secs',
-        is_chief, self.request_preemption)
+    self._sigterm = self._faults.sigterm_grace(is_chief, self.request_preemption)
+    self._session = None  # The BoundedSession of the Supervisor's current session.
     self._preempt_requested = threading.Event()
     self._preempted = None
     self._window_start = None
-    self._step_callable = None
-    self._step_callable_session = None
     self.last_step = None
     self.last_loss = None
 
@@ -176,12 +161,7 @@ class TrainStepRunner:
       startup_timeout_secs: deploy_config.startup_timeout_secs; the step
         timeout is added to it (a first step may wait for starting replicas).
     """
-    if self._step_watch is None:
-      return
-    self._step_watch.session_starting(
-        startup_timeout_secs + self._faults.step_timeout_secs,
-        'deploy_config.startup_timeout_secs + %s' % (
-            self._faults.step_timeout_setting.replace('deploy_config.', '')))
+    self._faults.session_starting(startup_timeout_secs)
 
   def _wait_for_startup_delay(self, sess, global_step):
     """Waits until the global step reaches `startup_delay_steps` (or the last step).
@@ -193,23 +173,21 @@ class TrainStepRunner:
     while not self._preempt_requested.is_set():
       if int(sess.run(global_step)) >= target:
         return
-      if self._step_watch is not None:
-        self._step_watch.still_starting()
+      self._faults.still_starting()
       time.sleep(1.0)
 
   def stop_watching(self):
     """Stops the step deadline (training ended, or the session is being rebuilt)."""
-    if self._step_watch is not None:
-      self._step_watch.stop()
+    self._faults.stop_step_watch()
 
   def _finish(self, sess, step):
-    if self._step_watch is not None:
-      # The final checkpoint and the close still need the ps: bound them too.
-      self._step_watch.step_done(step, ending=True)
+    # The final checkpoint and the close still need the ps: bound them too.
+    self._faults.step_done(step, ending=True)
     if self._replica_monitor is not None:
       self._replica_monitor.stop()
     logging.info('training finished at global step %d', step)
-    self._bound_session_close(sess)
+    # The Supervisor closes the session after its final checkpoint: bounded.
+    self._bounded(sess).route_owner_close()
     if self._on_finish is not None:
       self._on_finish(sess, step)
 
@@ -226,11 +204,10 @@ class TrainStepRunner:
     if self.last_step is None and self._startup_delay_steps:
       self._wait_for_startup_delay(sess, global_step)
     try:
-      loss, step = self._run_step(sess, train_op, global_step)
-    except fault_tolerance.PEER_ERRORS as e:
-      if self._faults.recovery is not None:
-        self._faults.recovery.lost(e, self.last_step)
-      raise
+      # A lost peer starts the recovery deadline (BoundedSession.run).
+      loss, step = self._bounded(sess).run(
+          [train_op, self._step_after_update
+           if self._step_after_update is not None else global_step])
     except tf.errors.InvalidArgumentError as e:
       cause = _numerics_failure(str(e.message))
       if cause is None:
@@ -242,8 +219,7 @@ class TrainStepRunner:
           'by the failing step and the last checkpoint is intact.' %
           (cause, step)) from None
     self.last_step, self.last_loss = int(step), float(loss)
-    if self._step_watch is not None:
-      self._step_watch.step_done(self.last_step)
+    self._faults.step_done(self.last_step)
     if self._log_every_n_steps:
       self._log_progress(self.last_step, self.last_loss)
     if self._preempt_requested.is_set():
@@ -252,7 +228,9 @@ class TrainStepRunner:
         path = self._saver.save(sess, path, global_step=self.last_step)
         self._sigterm.checkpoint_written = True
         logging.info('SIGTERM: wrote checkpoint %s, stopping', path)
-      self._preempted = TrainingPreempted(self.last_step, path)
+      self._preempted = TrainingPreempted(
+          'training preempted by SIGTERM at global step %d; checkpoint %s' % (
+              self.last_step, path), self.last_step, path)
       self._finish(sess, self.last_step)
       return loss, True
     if self._number_of_steps and self.last_step >= self._number_of_steps:
@@ -260,38 +238,17 @@ class TrainStepRunner:
       return loss, True
     return loss, False
 
-  def _run_step(self, sess, train_op, global_step):
-    """Runs the train op and reads the step, through a callable made once per session.
+  def _bounded(self, sess):
+    """The runtime's `BoundedSession` around `sess` (one per session the Supervisor makes).
 
-    `Session.run` parses its fetches on every call; the callable does that
-    once (what it saves per step is not yet measured in a recorded run, see
-    benchmarks/RESULTS_HISTORY.md). Errors read as `Session.run`'s do: they
-    name the failing node and where it was created.
+    A lost peer leaves the step deadline running: `trainer.run_training`
+    stops it once the Supervisor let go of the broken session.
     """
-    if self._step_callable_session is not sess:
-      self._step_callable = sess.make_callable(
-          [train_op, self._step_after_update
-           if self._step_after_update is not None else global_step])
-      self._step_callable_session = sess
-    return _with_session_run_errors(sess, self._step_callable)
-
-  def _bound_session_close(self, sess):
-    """The Supervisor closes `sess` after the last step: bound that and say what it waits for.
-
-    In a cluster, `Session.close()` can wait silently for a slow or gone ps.
-    Only that one close is replaced; later calls (`Session.__del__`) are the
-    plain, then no-op, close.
-    """
-    faults = self._faults
-    if not faults.session_peers or 'close' in vars(sess):
-      return
-    close = sess.close
-
-    def bounded_close():
-      del sess.close
-      fault_tolerance.close_session(close, faults.termination_grace_secs,
-                                    [name for name, _ in faults.session_peers])
-    sess.close = bounded_close
+    if self._session is None or self._session.session is not sess:
+      self._session = fault_runtime.BoundedSession(
+          sess, self._faults, last_step_fn=lambda: self.last_step,
+          stop_step_watch_on_loss=False)
+    return self._session
 
   def _watch_session(self, sess, global_step):
     """Before a step: end a recovery in progress, start the replica monitor."""
@@ -301,15 +258,3 @@ class TrainStepRunner:
     if self._replica_monitor is not None:
       self._replica_monitor.start(sess)
 
-
-def _with_session_run_errors(sess, step_callable):
-  """Calls `step_callable`, raising errors as `sess.run` would.
-
-  A callable's errors carry the runtime's bare message; `Session.run` adds
-  the failing op and the Python stack that created it. `_do_call` is the
-  method that does so; without it (a future TF) the bare error is raised.
-  """
-  do_call = getattr(sess, '_do_call', None)
-  if do_call is None:
-    return step_callable()
-  return do_call(step_callable)

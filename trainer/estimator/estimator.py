@@ -369,7 +369,8 @@ class Estimator(object):
     util.attach_listeners(checkpoint_hook, saving_listeners)
     save_summary_steps, log_step_count_steps = util.summary_duty(
         spec, worker_hooks, config, model_dir)
-    # A ps cluster survives a lost ps and stops with a checkpoint on SIGTERM (faults.py).
+    # A ps cluster survives a lost ps and stops with a checkpoint on SIGTERM
+    # (deployment/fault_runtime.py, through faults.py).
     loss, any_step_done = faults.run_training(
         config, model_dir, spec, worker_hooks,
         chief_hooks + tuple(spec.training_chief_hooks), save_summary_steps,

@@ -42,8 +42,8 @@ default of tf.estimator's RunConfig is kept):
   train on with nobody left to save its work, as tf.estimator's did).
 
 All three mean what `deploy_config`'s fields of the same names mean for
-`python -m trainer.train`; see trainer/estimator/faults.py and
-docs/fault_tolerance.md.
+`python -m trainer.train`: one fault runtime (deployment/fault_runtime.py)
+serves both; see docs/fault_tolerance.md.
 """
 
 import copy
@@ -54,6 +54,7 @@ import os
 import tensorflow as tf
 
 from deployment import cluster as cluster_lib
+from deployment import fault_runtime
 
 __all__ = ['RunConfig', 'TaskType']
 
@@ -132,11 +133,8 @@ def _validate_properties(config):
   check('num_clones', lambda n: isinstance(n, int) and n >= 1,
         'num_clones must be an integer >= 1, got {}'.format(config._num_clones))
   for name in FAULT_TIMEOUT_DEFAULTS:
-    # No None: every wait of a cluster task is bounded.
-    value = getattr(config, '_' + name)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-      raise ValueError('RunConfig.{} must be a positive number of seconds, got {!r}'.format(
-          name, value))
+    # No None: every wait of a cluster task is bounded (the fault runtime's check).
+    fault_runtime.check_timeout('RunConfig', name, getattr(config, '_' + name))
   _validate_device_fn(config._device_fn)
   if config._train_distribute is not None or config._eval_distribute is not None:
     raise ValueError('train_distribute/eval_distribute (tf.distribute strategies) are not '

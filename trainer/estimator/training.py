@@ -24,7 +24,8 @@ The same call works on a laptop and on a cluster; TF_CONFIG (read by
   finished (or the workers' grace period after the chief ran out), then
   returns (tf.estimator's ps ran `server.join()` forever). The done signal is
   `deployment.cluster_runtime`'s, the same as `python -m trainer.train`'s.
-* faults of a cluster with ps tasks (trainer/estimator/faults.py): a ps
+* faults of a cluster with ps tasks (the fault runtime of both paths,
+  deployment/fault_runtime.py, through trainer/estimator/faults.py): a ps
   killed and restarted makes the chief and the workers rebuild their
   session (the chief restores the latest checkpoint), bounded by
   `RunConfig.recovery_timeout_secs` (then `SystemExit` 129); after SIGTERM

@@ -1,0 +1,149 @@
+"""The one fault runtime of both training paths: its settings and its session.
+
+Both `python -m trainer.train` (from a pipeline's deploy_config) and the
+Estimator (from a RunConfig) build a `fault_runtime.FaultSettings`; these
+tests check that each maps its fields onto it and names its own fields in
+messages and errors, and that the `BoundedSession` the loops run their
+steps through is usable wherever a TF session is (run, Saver, hooks) and
+closes within its bound. The cluster behaviour itself is tested by the
+cluster fault tests of both paths.
+"""
+
+import sys
+
+import pytest
+import tensorflow as tf
+
+from builders import deploy_config_builder
+from deployment import cluster as cluster_lib
+from deployment import fault_runtime
+from deployment import ports
+from protos import pipeline_pb2
+from trainer import estimator as tfe
+from trainer.estimator import faults as estimator_faults
+
+
+def _ps_cluster(task_type='chief'):
+  """A ClusterConfig of a chief, a worker and one ps on loopback ports nobody serves."""
+  chief, worker, ps = ['127.0.0.1:%d' % p for p in ports.pick_unused_ports(3)]
+  return cluster_lib.ClusterConfig(
+      cluster={'chief': [chief], 'worker': [worker], 'ps': [ps]},
+      task_type=task_type, task_index=0)
+
+
+def test_deploy_config_builds_the_runtime_settings_naming_deploy_config_fields():
+  settings = deploy_config_builder.cluster_timeouts(
+      pipeline_pb2.DeployConfig(recovery_timeout_secs=40, termination_grace_secs=9))
+  assert isinstance(settings, fault_runtime.FaultSettings)
+  assert (settings.recovery, settings.termination_grace, settings.startup) == (40, 9, 600)
+  assert settings.setting('recovery') == 'deploy_config.recovery_timeout_secs'
+  assert settings.setting('startup') == 'deploy_config.startup_timeout_secs'
+  with pytest.raises(ValueError, match=r'deploy_config\.chief_timeout_secs must be positive'):
+    deploy_config_builder.cluster_timeouts(pipeline_pb2.DeployConfig(chief_timeout_secs=0))
+
+
+def test_run_config_maps_onto_the_same_settings_naming_run_config_fields():
+  config = tfe.RunConfig(recovery_timeout_secs=15, termination_grace_secs=5,
+                         chief_timeout_secs=20, session_creation_timeout_secs=60)
+  settings = estimator_faults.fault_settings(config)
+  assert settings == fault_runtime.FaultSettings(
+      startup=60, chief=20, termination_grace=5, replica=300, recovery=15, source='RunConfig')
+  assert settings.setting('startup') == 'RunConfig.session_creation_timeout_secs'
+  assert settings.setting('termination_grace') == 'RunConfig.termination_grace_secs'
+
+
+@pytest.mark.parametrize('bad', [0, -3, None, True, '30'])
+def test_a_bad_run_config_timeout_is_refused_naming_the_run_config_field(bad):
+  with pytest.raises(ValueError, match=r'RunConfig\.recovery_timeout_secs must be a positive '
+                                       r'number of seconds'):
+    fault_runtime.check_timeout('RunConfig', 'recovery_timeout_secs', bad)
+  with pytest.raises(ValueError, match=r'RunConfig\.termination_grace_secs must be a positive'):
+    tfe.RunConfig(termination_grace_secs=bad)
+
+
+def test_a_deploy_config_timeout_the_file_sets_reaches_the_run_config_checked():
+  deploy = pipeline_pb2.DeployConfig(recovery_timeout_secs=40)
+  config = estimator_faults.apply_deploy_config_timeouts(tfe.RunConfig(), deploy)
+  assert config.recovery_timeout_secs == 40
+  # A bad field elsewhere in the same deploy_config is named, not ignored.
+  with pytest.raises(ValueError, match=r'deploy_config\.startup_timeout_secs must be positive'):
+    estimator_faults.apply_deploy_config_timeouts(
+        tfe.RunConfig(), pipeline_pb2.DeployConfig(startup_timeout_secs=0))
+
+
+def test_task_faults_of_a_ps_cluster_bound_steps_and_name_the_fields_of_their_config():
+  cluster = _ps_cluster()
+  legacy = fault_runtime.TaskFaults(
+      deploy_config_builder.cluster_timeouts(pipeline_pb2.DeployConfig()), cluster,
+      master='', is_chief=True, sync_replicas=True)
+  assert legacy.step_timeout_secs == 300 + 300
+  assert legacy.step_timeout_setting == ('deploy_config.replica_timeout_secs + '
+                                         'recovery_timeout_secs')
+  assert [name for name, _ in legacy.session_peers] == ['/job:ps/task:0']
+  assert legacy.replica_names == ['/job:chief/task:0', '/job:worker/task:0']
+  assert legacy.watches_replicas and legacy.end_job is not None
+  estimator = fault_runtime.TaskFaults(
+      estimator_faults.fault_settings(tfe.RunConfig()), cluster, is_chief=True)
+  assert estimator.step_timeout_setting == 'RunConfig.recovery_timeout_secs'
+  # A master evaluates inside its steps: no step deadline.
+  assert fault_runtime.TaskFaults(estimator.settings, cluster, watch_steps=False).step_watch is None
+  # Outside a cluster only the termination grace is left.
+  local = fault_runtime.TaskFaults(legacy.settings, cluster_lib.ClusterConfig())
+  assert (local.recovery, local.step_watch, local.session_peers) == (None, None, [])
+  assert local.termination_grace_secs == 25
+
+
+def test_a_lost_peer_starts_one_recovery_that_the_next_session_ends():
+  faults = fault_runtime.TaskFaults(
+      deploy_config_builder.cluster_timeouts(pipeline_pb2.DeployConfig(
+          recovery_timeout_secs=3600)), _ps_cluster(), is_chief=True)
+  lost = tf.errors.UnavailableError(None, None, 'From /job:ps/replica:0/task:0: gone')
+  with pytest.raises(tf.errors.UnavailableError):
+    with faults.noting_lost_peers(lambda: 7):
+      raise lost
+  assert faults.recovery.recovering
+  # While recovering, the broken session's close is given a few seconds only.
+  assert faults.close_timeout_secs() == fault_runtime.RECOVERY_CLOSE_SECS
+  faults.note_lost_peer(lost, 9)  # The same recovery goes on.
+  faults.recovery.resumed(5)
+  assert not faults.recovery.recovering
+  assert faults.close_timeout_secs() == 25
+
+
+def test_bounded_session_runs_saves_and_closes_a_real_session(tmp_path):
+  faults = fault_runtime.TaskFaults(
+      deploy_config_builder.cluster_timeouts(pipeline_pb2.DeployConfig()), _ps_cluster(),
+      is_chief=True)
+  with tf.Graph().as_default():
+    step = tf.compat.v1.train.get_or_create_global_step()
+    increment = tf.compat.v1.assign_add(step, 1)
+    saver = tf.compat.v1.train.Saver()
+    raw = tf.compat.v1.Session()
+    session = fault_runtime.BoundedSession(raw, faults)
+    session.run(tf.compat.v1.global_variables_initializer())
+    assert session.run(increment) == 1
+    assert session.graph is raw.graph
+    # Savers and queue runners take it for the session it holds.
+    path = saver.save(session, str(tmp_path / 'model.ckpt'), global_step=1)
+    assert tf.train.latest_checkpoint(str(tmp_path)) == path
+    assert tf.compat.v1.train.start_queue_runners(sess=session) == []
+    assert session.close() is True
+    with pytest.raises(RuntimeError, match='closed Session'):
+      raw.run(step)
+
+
+def test_the_session_owner_closes_through_the_bound_once():
+  faults = fault_runtime.TaskFaults(
+      deploy_config_builder.cluster_timeouts(pipeline_pb2.DeployConfig()), _ps_cluster(),
+      is_chief=True)
+  with tf.Graph().as_default():
+    raw = tf.compat.v1.Session()
+    fault_runtime.BoundedSession(raw, faults).route_owner_close()
+    assert 'close' in vars(raw)
+    raw.close()  # What tf-slim's Supervisor does after its final checkpoint.
+    assert 'close' not in vars(raw)
+    raw.close()  # Session.__del__ later: the session's own, a no-op now.
+
+
+if __name__ == '__main__':
+  sys.exit(pytest.main([__file__, '-q']))
