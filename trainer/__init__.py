@@ -58,13 +58,20 @@ class _EstimatorAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
       path, target: unused (the finder protocol's).
 
     Returns:
-      None for names outside `trainer.estimator`; else a spec whose loader
-      state is (the real module, the real module's own spec).
+      None for names outside `trainer.estimator` and for modules `estimator/`
+      does not have (the import then fails under the name asked for); else a
+      spec whose loader state is (the real module, the real module's own spec).
     """
     del path, target
     if fullname != _OLD_HOME and not fullname.startswith(_OLD_HOME + '.'):
       return None
-    module = importlib.import_module(_NEW_HOME + fullname[len(_OLD_HOME):])
+    real_name = _NEW_HOME + fullname[len(_OLD_HOME):]
+    try:
+      module = importlib.import_module(real_name)
+    except ModuleNotFoundError as e:
+      if e.name != real_name:
+        raise  # the module exists but something it imports does not
+      return None
     return importlib.machinery.ModuleSpec(
         fullname, self, loader_state=(module, module.__spec__),
         is_package=hasattr(module, '__path__'))

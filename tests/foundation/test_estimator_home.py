@@ -14,6 +14,7 @@ package as a side effect of being imported.
 
 import ast
 import importlib
+import importlib.util
 import os
 import pkgutil
 import subprocess
@@ -64,6 +65,12 @@ def test_the_old_import_statements_give_the_new_modules():
   assert LoggingTensorHook is estimator.hooks.LoggingTensorHook
   assert trainer.estimator.export is estimator.export
   assert trainer.estimator.export.ServingInputReceiver is estimator.export.ServingInputReceiver
+
+
+def test_a_module_the_package_lacks_is_missing_under_the_name_asked_for():
+  with pytest.raises(ModuleNotFoundError, match="'trainer.estimator.no_such_module'"):
+    importlib.import_module('trainer.estimator.no_such_module')
+  assert importlib.util.find_spec('trainer.estimator.no_such_module') is None
 
 
 def test_objects_cross_between_the_paths(tmp_path):
