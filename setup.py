@@ -25,9 +25,10 @@ setup(
     description=('Distributed multi-GPU training in the TF-Slim model_deploy / '
                  'Object Detection legacy-trainer lineage, on TensorFlow 2.21'),
     python_requires='>=3.11',
+    # `trainer.estimator` (the estimator package's old address) is an import alias
+    # that trainer/__init__.py keeps, not a package of its own.
     packages=['protos', 'deployment', 'core', 'builders', 'models', 'trainer',
-              'trainer.estimator', 'trainer.estimator.canned', 'trainer.estimator.export',
-              'tools', 'utils'],
+              'estimator', 'estimator.canned', 'estimator.export', 'tools', 'utils'],
     package_data={'protos': ['*.proto']},
     install_requires=[
         # GPU users: pip install 'tensorflow[and-cuda]==2.21.*' first.

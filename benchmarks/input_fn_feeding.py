@@ -30,7 +30,7 @@ from absl import app
 from absl import flags
 
 from benchmarks import bench_util
-from trainer.estimator import inputs
+from estimator import inputs
 
 flags.DEFINE_bool('quick', False, 'A small array and few steps (finishes < 1 min).')
 flags.DEFINE_integer('rows', 8000, 'Examples in the array.')

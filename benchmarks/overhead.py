@@ -10,8 +10,8 @@ One process, one model, one input, one thread setting, five ways to train:
   (g) (opt-in: `--variants=a_nocheck,c_graph,c`) the same bare loop over the
       graph `trainer.build_training_graph` builds for (a') (its loss and step
       read): (a')/(g) is the trainer's runtime, (g)/(c) its graph;
-  (b) `trainer.estimator.Estimator.train` with a `model_fn` over a tf.data
-      input (skipped, and reported missing, when `trainer.estimator` has no
+  (b) `estimator.Estimator.train` with a `model_fn` over a tf.data
+      input (skipped, and reported missing, when the `estimator` package has no
       `Estimator`);
   (c') the same hand-written Session loop over the same tf.data input as (b)
       (the fair baseline for (b): the BatchQueue and tf.data inputs differ);
@@ -378,9 +378,9 @@ def run_session_dataset(spec, tracer=None):
 
 
 def estimator_module():
-  """trainer.estimator when it provides Estimator, else None."""
+  """The `estimator` package when it provides Estimator, else None."""
   try:
-    from trainer import estimator  # noqa: PLC0415
+    import estimator  # noqa: PLC0415
   except ImportError:
     return None
   return estimator if hasattr(estimator, 'Estimator') else None
@@ -517,7 +517,7 @@ def run_benchmark(spec, repeats, selected=tuple(LABELS), out=sys.stdout):
       ratios[key] = bench_util.ratio(results[num], results[den])
       print(bench_util.ratio_line(name, results[num], results[den], goal=goal), file=out)
   if 'b' in selected and not have_estimator:
-    print("ratio (b)/(c') = missing (trainer.estimator.Estimator is not available)", file=out)
+    print("ratio (b)/(c') = missing (estimator.Estimator is not available)", file=out)
   out.flush()
   results['ratios'] = ratios
   return results

@@ -3,7 +3,7 @@
 Clones split a batch evenly. A batch that does not split is a configuration
 error, whichever path builds the clones: the legacy loop checks its
 `train_config.batch_size` while building the graph, and an Estimator with
-`num_clones > 1` (`trainer/estimator/replicate.py`) checks the batch its
+`num_clones > 1` (`estimator/replicate.py`) checks the batch its
 input_fn produced, at graph-build time when the batch dimension is static and
 when the step runs otherwise. Both go through `per_clone_batch_size`, so the
 rule and its message are the same:

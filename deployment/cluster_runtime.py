@@ -1,7 +1,7 @@
 """The distributed runtime: startup waits, the ps serving loop, the done signal.
 
 Every cluster task, whichever workflow started it (`python -m trainer.train`
-or `trainer.estimator.train_and_evaluate`), follows one protocol:
+or `estimator.train_and_evaluate`), follows one protocol:
 
 1. Startup. A training task first waits until every ps task accepts
    connections (`wait_for_tasks`); a non-chief task then waits until the chief

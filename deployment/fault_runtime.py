@@ -10,7 +10,7 @@ share lives here, built from one settings object:
   sets (`deploy_config.recovery_timeout_secs` for a pipeline,
   `RunConfig.recovery_timeout_secs` on the Estimator path).
   `builders.deploy_config_builder.cluster_timeouts` makes one from a
-  pipeline's `deploy_config`, `trainer.estimator.faults.fault_settings` from
+  pipeline's `deploy_config`, `estimator.faults.fault_settings` from
   a `RunConfig`; both check their fields through `check_timeout`.
 * `TaskFaults`: what one training task holds while it trains: the recovery
   deadline after a lost peer (`fault_tolerance.Recovery`), the step deadline

@@ -18,7 +18,7 @@ tasks `train` gives that session the fault runtime of
 * a peer lost after the last step (the final checkpoint, the close):
   `fault_runtime.TaskFailed` (129).
 
-Usage (trainer.estimator.faults does this for a RunConfig):
+Usage (estimator.faults does this for a RunConfig):
 
     faults = fault_runtime.TaskFaults(settings, cluster, master, is_chief)
     loss, any_step = monitored_training.train(

@@ -24,8 +24,8 @@ _TARGET_SIZE = re.compile(
     r'slimtrain_py_test\(\s*name\s*=\s*"([^"]+)"[^)]*?size\s*=\s*"([a-z]+)"', re.S)
 # Every package of the project imports TensorFlow (core/compat.py first).
 _LOADS_TENSORFLOW = re.compile(
-    r'^\s*(import tensorflow|from (tensorflow|deployment|core|builders|models|trainer|tools|'
-    r'benchmarks|protos|tests)[. ])', re.M)
+    r'^\s*(import (tensorflow|estimator)|from (tensorflow|deployment|core|builders|models|'
+    r'trainer|estimator|tools|benchmarks|protos|tests)[. ])', re.M)
 
 
 def _test_folders():

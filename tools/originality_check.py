@@ -23,7 +23,7 @@ Usage, with the reference trees already on disk (the tool needs no network):
   python -m tools.originality_check --ours builders core deployment \
       --originals /tmp/originals/od_api /tmp/originals/tf-slim
 
-  python -m tools.originality_check --ours trainer --originals /tmp/est \
+  python -m tools.originality_check --ours estimator --originals /tmp/est \
       --normalize-names --json report.json
 
 It prints one line per run (`file:first-last  N tokens  ~ original:first-last`)

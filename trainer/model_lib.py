@@ -5,7 +5,7 @@ workflow: a `model_fn` for the configured detector, input_fns reading the
 configured TFRecords, and the Train/Eval specs that `train_and_evaluate`
 runs. `python -m trainer.model_main` is the command line over it.
 
-    from trainer import estimator as tfe
+    import estimator as tfe
     from trainer import model_lib
     run_config = tfe.RunConfig(model_dir='/tmp/model')
     d = model_lib.create_estimator_and_inputs(
@@ -87,11 +87,11 @@ from core import model as core_model
 from core import moving_averages
 from core import preprocessor
 from core import standard_fields as fields
-from trainer import estimator as tfe
+import estimator as tfe
+from estimator import faults
+from estimator.hparams import HParams
 from trainer import evaluator as od_evaluator
 from trainer import exporter as od_exporter
-from trainer.estimator import faults
-from trainer.estimator.hparams import HParams
 
 _INPUT = fields.InputDataFields
 _DETECTION = fields.DetectionResultFields

@@ -36,9 +36,9 @@ from absl import logging
 import tensorflow as tf
 
 from deployment import fault_tolerance
-from trainer import estimator as tfe
+import estimator as tfe
+from estimator import faults
 from trainer import model_lib
-from trainer.estimator import faults
 
 FLAGS = flags.FLAGS
 

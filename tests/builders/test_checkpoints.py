@@ -126,7 +126,7 @@ def test_latest_step_reads_zero_when_the_listed_checkpoint_was_deleted(tmp_path)
 
 
 def test_the_estimator_step_reader_is_latest_step(tmp_path):
-  from trainer.estimator import estimator
+  from estimator import estimator
   _write_checkpoints(str(tmp_path), [8])
   assert estimator.load_global_step_from_checkpoint_dir is checkpoints.latest_step
   assert estimator.load_global_step_from_checkpoint_dir(str(tmp_path)) == 8

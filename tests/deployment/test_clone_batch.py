@@ -9,7 +9,7 @@ import tensorflow as tf
 from deployment import clone_batch
 from protos import train_pb2
 from trainer import trainer
-from trainer.estimator import replicate
+from estimator import replicate
 
 tf.compat.v1.disable_eager_execution()
 

@@ -20,7 +20,7 @@ from deployment import fault_runtime
 from deployment import ports
 from protos import pipeline_pb2
 from trainer import estimator as tfe
-from trainer.estimator import faults as estimator_faults
+from estimator import faults as estimator_faults
 
 
 def _ps_cluster(task_type='chief'):

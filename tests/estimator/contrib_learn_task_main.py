@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from trainer import estimator as tfe
-from trainer.estimator import learn
+from estimator import learn
 
 tf.compat.v1.disable_eager_execution()
 

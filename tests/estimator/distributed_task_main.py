@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from tests.estimator import mnist_testlib
 from trainer import estimator as tfe
-from trainer.estimator import early_stopping
+from estimator import early_stopping
 
 tf.compat.v1.disable_eager_execution()
 

@@ -1,4 +1,4 @@
-"""The canned heads (trainer/estimator/canned/head.py) and optimizers.py, used as a model_fn
+"""The canned heads (estimator/canned/head.py) and optimizers.py, used as a model_fn
 author would: losses with weights and every reduction, eval metric keys and values,
 predictions and export signatures, label_vocabulary, and the errors naming bad arguments."""
 
@@ -10,8 +10,8 @@ import pytest
 import tensorflow as tf
 
 from trainer import estimator as tfe
-from trainer.estimator.canned import head as head_lib
-from trainer.estimator.canned import optimizers
+from estimator.canned import head as head_lib
+from estimator.canned import optimizers
 
 tf.compat.v1.disable_eager_execution()
 

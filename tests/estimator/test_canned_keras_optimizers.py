@@ -22,7 +22,7 @@ import tf_keras
 
 from tests import test_util
 from trainer import estimator as tfe
-from trainer.estimator.canned import optimizers
+from estimator.canned import optimizers
 
 tf.compat.v1.disable_eager_execution()
 

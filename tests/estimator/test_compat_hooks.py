@@ -148,7 +148,7 @@ def test_worker_zero_writes_summaries_when_a_master_evaluates(
   # The Estimator's own choice (estimator/util.py summary_duty): beside a
   # master, only worker 0 gets the summary and step-rate hooks, and the
   # chief's session writes none.
-  from trainer.estimator import util
+  from estimator import util
   cluster = {'master': ['localhost:1'], 'worker': ['localhost:2', 'localhost:3']}
   monkeypatch.setenv('TF_CONFIG', json.dumps(
       {'cluster': cluster, 'task': {'type': task_type, 'index': task_id}}))

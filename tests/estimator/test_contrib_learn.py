@@ -5,7 +5,7 @@ branches on `tf.contrib.learn.ModeKeys`, an `experiment_fn(run_config,
 params)` building a `tf.contrib.learn.Experiment` with contrib's arguments,
 and `learn_runner.run(...)`. Only the imports changed:
 
-    tf.contrib.learn            -> trainer.estimator.learn
+    tf.contrib.learn            -> estimator.learn
     tf.contrib.learn.Experiment -> tfe.Experiment (or learn.Experiment)
     learn_runner                -> tfe.learn_runner
 """
@@ -19,9 +19,9 @@ import pytest
 import tensorflow as tf
 
 from trainer import estimator as tfe
-from trainer.estimator import experiment as experiment_lib
-from trainer.estimator import learn
-from trainer.estimator import learn_runner
+from estimator import experiment as experiment_lib
+from estimator import learn
+from estimator import learn_runner
 
 tf.compat.v1.disable_eager_execution()
 

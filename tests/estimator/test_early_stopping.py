@@ -1,4 +1,4 @@
-"""Tests for trainer.estimator.early_stopping (tfe.experimental.stop_if_*_hook).
+"""Tests for estimator.early_stopping (tfe.experimental.stop_if_*_hook).
 
 Event files are real (written with a FileWriter, as Estimator.evaluate does),
 hooks run in real MonitoredSessions, and the chief/worker STOP handshake runs
@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from trainer import estimator as tfe
-from trainer.estimator import early_stopping
+from estimator import early_stopping
 
 tf.compat.v1.disable_eager_execution()
 

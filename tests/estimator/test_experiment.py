@@ -1,4 +1,4 @@
-"""Tests for trainer.estimator Experiment and learn_runner (tf.contrib.learn) on a tiny model."""
+"""Tests for tfe.Experiment and learn_runner (tf.contrib.learn) on a tiny model."""
 
 import json
 import os
@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from trainer import estimator as tfe
-from trainer.estimator import learn_runner
+from estimator import learn_runner
 
 tf.compat.v1.disable_eager_execution()
 

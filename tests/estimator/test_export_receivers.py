@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from trainer import estimator as tfe
-from trainer.estimator import saved_model
+from estimator import saved_model
 
 tf.compat.v1.disable_eager_execution()
 

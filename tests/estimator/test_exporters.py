@@ -1,4 +1,4 @@
-"""Tests for trainer.estimator.exporter: Final/Latest/BestExporter.
+"""Tests for estimator.exporter: Final/Latest/BestExporter.
 
 The decision logic runs against `_RecordingEstimator`, which writes an empty
 `<ts>/` directory per export (fast, and it records what was exported); the
@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 from trainer import estimator as tfe
-from trainer.estimator import exporter as exporter_lib
+from estimator import exporter as exporter_lib
 
 tf.compat.v1.disable_eager_execution()
 

@@ -1,11 +1,11 @@
-"""Tests for trainer.estimator.hparams.HParams (tf.contrib.training.HParams)."""
+"""Tests for estimator.hparams.HParams (tf.contrib.training.HParams)."""
 
 import json
 import sys
 
 import pytest
 
-from trainer.estimator.hparams import HParams
+from estimator.hparams import HParams
 
 
 def _hparams():

@@ -130,7 +130,7 @@ def test_pandas_errors_name_the_column_and_the_indexes():
 
 def test_without_pandas_the_error_says_how_to_install_it():
   program = ('import sys; sys.modules["pandas"] = None\n'
-             'from trainer.estimator import inputs\n'
+             'from estimator import inputs\n'
              'try:\n'
              '  inputs.pandas_input_fn(None, shuffle=False)\n'
              'except ImportError as e:\n'

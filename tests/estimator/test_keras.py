@@ -1,4 +1,4 @@
-"""tfe.keras.model_to_estimator (trainer/estimator/keras.py), used as user code would.
+"""tfe.keras.model_to_estimator (estimator/keras.py), used as user code would.
 
 Small tf_keras models train on synthetic data through the Estimator: the
 Estimator starts from the Keras weights (predict and evaluate before training
@@ -21,7 +21,7 @@ import tensorflow as tf
 import tf_keras
 
 from trainer import estimator as tfe
-from trainer.estimator import keras as keras_lib
+from estimator import keras as keras_lib
 
 tf.compat.v1.disable_eager_execution()
 

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from trainer import estimator as tfe
-from trainer.estimator import model_fn as model_fn_lib
+from estimator import model_fn as model_fn_lib
 
 tf.compat.v1.disable_eager_execution()
 

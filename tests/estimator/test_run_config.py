@@ -250,7 +250,7 @@ def test_fault_timeouts_default_replace_and_name_the_field():
 
 def test_deploy_config_fault_timeouts_apply_unless_set_in_code():
   from protos import pipeline_pb2
-  from trainer.estimator import faults
+  from estimator import faults
   deploy = pipeline_pb2.DeployConfig()
   assert faults.apply_deploy_config_timeouts(tfe.RunConfig(), deploy).recovery_timeout_secs == 300
   deploy.recovery_timeout_secs, deploy.termination_grace_secs = 40, 7

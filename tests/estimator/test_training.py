@@ -20,8 +20,8 @@ import tensorflow as tf
 import tf_slim as slim
 
 from trainer import estimator as tfe
-from trainer.estimator import early_stopping
-from trainer.estimator import exporter as exporter_lib
+from estimator import early_stopping
+from estimator import exporter as exporter_lib
 
 tf.compat.v1.disable_eager_execution()
 

@@ -9,7 +9,7 @@ import tensorflow as tf
 from tests import test_util
 from tests.estimator import mnist_testlib as mnist
 from trainer import estimator as tfe
-from trainer.estimator import warm_starting
+from estimator import warm_starting
 
 tf.compat.v1.disable_eager_execution()
 

@@ -42,7 +42,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 MIGRATING = os.path.join(REPO_ROOT, 'docs', 'migrating.md')
 
 # How docs/migrating.md abbreviates packages.
-_ALIASES = {'tfe': 'trainer.estimator', 'slim': 'tf_slim'}
+_ALIASES = {'tfe': 'estimator', 'slim': 'tf_slim'}
 _PYTHON_ROOTS = ('tfe', 'slim', 'tf_slim', 'core', 'trainer', 'builders', 'deployment', 'protos',
                  'utils')
 _IDENTIFIER_PATH = re.compile(r'^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$')
@@ -270,13 +270,13 @@ def _check_contrib_filter_variables():
 
 
 def _check_contrib_mode_keys():
-  from trainer.estimator import learn  # pylint: disable=import-outside-toplevel
+  from estimator import learn  # pylint: disable=import-outside-toplevel
   assert (learn.ModeKeys.TRAIN, learn.ModeKeys.EVAL, learn.ModeKeys.INFER) == (
       tfe.ModeKeys.TRAIN, tfe.ModeKeys.EVAL, tfe.ModeKeys.PREDICT)
 
 
 def _check_learn_namespace():
-  from trainer.estimator import learn  # pylint: disable=import-outside-toplevel
+  from estimator import learn  # pylint: disable=import-outside-toplevel
   assert learn.Experiment is tfe.Experiment and issubclass(learn.RunConfig, tfe.RunConfig)
   _params(learn.learn_runner.run, 'experiment_fn', 'output_dir', 'schedule', 'run_config',
           'hparams')
@@ -284,7 +284,7 @@ def _check_learn_namespace():
 
 
 def _check_contrib_run_config():
-  from trainer.estimator import learn  # pylint: disable=import-outside-toplevel
+  from estimator import learn  # pylint: disable=import-outside-toplevel
   _params(learn.RunConfig, 'master', 'num_cores', 'log_device_placement', 'gpu_memory_fraction',
           'tf_random_seed', 'save_summary_steps', 'save_checkpoints_secs',
           'save_checkpoints_steps', 'keep_checkpoint_max', 'keep_checkpoint_every_n_hours',
