@@ -7,7 +7,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 DEMO_DIR ?= out/demo
 DEMO_STEPS ?= 1000
-PYTEST_ARGS ?= -n 2 --dist loadfile
+# Three workers on two cores: the cluster tests spend much of their time
+# waiting (timeouts, process starts), which a third worker fills; loadfile
+# keeps a file's module fixtures in one worker, and tests/conftest.py hands
+# out the longest files first (tests/file_seconds.json).
+PYTEST_ARGS ?= -n 3 --dist loadfile
 
 .PHONY: venv demo test lint bazel-test clean
 

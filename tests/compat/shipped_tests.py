@@ -61,6 +61,11 @@ FAST_MODULES = (
     'nets/inception_v3_test',
 )
 
+# The network modules build whole ResNets and Inception v3 many times over
+# (most of the required list's time): test_tf_slim_shipped_nets.py runs them,
+# so that `make test`'s workers and bazel run them beside the other modules.
+NET_MODULES = tuple(m for m in FAST_MODULES if m.startswith('nets/'))
+
 # Run with --compat-slow / SLIMTRAIN_COMPAT_SLOW=1 (about 3 more minutes;
 # metric_ops takes two).
 SLOW_MODULES = (
