@@ -2,9 +2,11 @@
 
 Fails when a `test_*.py` has no `slimtrain_py_test` target in its folder's
 BUILD, when a target names a file that does not exist, or when a test file
-lacks the `__main__` block that bazel runs, or when a file that loads
-TensorFlow is declared `small`: bazel gives small targets 60 s, less than a
-TensorFlow import plus a graph takes on a busy 2-core CI machine.
+lacks the `__main__` block that bazel runs, when a file that loads
+TensorFlow is declared `small` (bazel gives small targets 60 s, less than a
+TensorFlow import plus a graph takes on a busy 2-core CI machine), or when a
+target lists a dependency the macro already adds (bazel refuses the whole
+package: a duplicated label in `deps`).
 """
 
 import ast
@@ -73,6 +75,23 @@ def test_every_test_file_runs_as_main(folder, tests):
     assert has_main, "%s has no `if __name__ == '__main__':` block" % path
 
 
+@pytest.mark.parametrize('folder, tests', list(_test_folders()),
+                         ids=lambda v: os.path.relpath(v, _TESTS_DIR) if isinstance(v, str) else '')
+def test_no_target_repeats_a_dependency_the_macro_adds(folder, tests):
+  del tests
+  with open(os.path.join(_TESTS_DIR, 'defs.bzl'), encoding='utf-8') as f:
+    added = set(re.findall(r'"(//[^"]+)"', re.search(r'deps = \[([^\]]*)\] \+ deps',
+                                                     f.read()).group(1)))
+  assert added, 'tests/defs.bzl: the deps the macro adds were not found'
+  with open(os.path.join(folder, 'BUILD'), encoding='utf-8') as f:
+    build = f.read()
+  for block in re.findall(r'slimtrain_py_test\((.*?)\n\)', build, re.S):
+    name = _TARGET.search('slimtrain_py_test(' + block).group(1)
+    deps = re.search(r'deps\s*=\s*\[([^\]]*)\]', block)
+    repeated = sorted(added & set(re.findall(r'"([^"]+)"', deps.group(1)))) if deps else []
+    assert not repeated, '%s/BUILD: %s lists %s, which slimtrain_py_test already adds' % (
+        os.path.relpath(folder, os.path.dirname(_TESTS_DIR)), name, repeated)
+
 
 @pytest.mark.parametrize('folder, tests', list(_test_folders()),
                          ids=lambda v: os.path.relpath(v, _TESTS_DIR) if isinstance(v, str) else '')
@@ -86,6 +105,7 @@ def test_no_file_that_loads_tensorflow_is_a_small_target(folder, tests):
         '%s/BUILD: %s loads TensorFlow (%r); declare it size = "medium" or larger' % (
             os.path.relpath(folder, os.path.dirname(_TESTS_DIR)), name,
             loads_tensorflow.group(0).strip()))
+
 
 if __name__ == '__main__':
   sys.exit(pytest.main([__file__, '-q']))
