@@ -9,9 +9,11 @@ DEMO_DIR ?= out/demo
 DEMO_STEPS ?= 1000
 # Three workers on two cores: the cluster tests spend much of their time
 # waiting (timeouts, process starts), which a third worker fills; loadfile
-# keeps a file's module fixtures in one worker, and tests/conftest.py hands
-# out the longest files first (tests/file_seconds.json).
-PYTEST_ARGS ?= -n 3 --dist loadfile
+# keeps a file's module fixtures in one worker, and tests/conftest.py orders
+# the longest files first (tests/file_seconds.json), an order that
+# --no-loadscope-reorder keeps (xdist would hand out the files with the most
+# tests first, leaving the long few-test files for the end).
+PYTEST_ARGS ?= -n 3 --dist loadfile --no-loadscope-reorder
 
 .PHONY: venv demo test lint bazel-test clean
 

@@ -21,9 +21,10 @@ _FILE_SECONDS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'file_s
 def _longest_files_first(items):
   """Orders items so that the files that take longest start first.
 
-  `-n 2 --dist loadfile` hands files to workers in collection order; a long
-  file handed out last (the demo's 1000 steps, in tests/evaluation) keeps one
-  worker busy for minutes after the other has finished. Files missing from the
+  `make test`'s `--dist loadfile --no-loadscope-reorder` hands files to
+  workers in collection order; a long file handed out last (the demo's 1000
+  steps, the GPU check's dry run) keeps one worker busy for minutes after the
+  others have finished. Files missing from the
   table keep their place after the measured ones; tests keep their order
   within a file.
 

@@ -1,7 +1,7 @@
 """Writes tests/file_seconds.json: seconds per test file from a pytest junit report.
 
 The suite's conftest starts the files that take longest first, so that
-`make test`'s two workers finish together. Refresh the table after a
+`make test`'s workers finish together. Refresh the table after a
 whole-suite run when files grow or move:
 
     .venv/bin/python -m pytest tests -q -n 2 --dist loadfile --junitxml=/tmp/suite.xml
