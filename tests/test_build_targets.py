@@ -6,7 +6,8 @@ lacks the `__main__` block that bazel runs, when a file that loads
 TensorFlow is declared `small` (bazel gives small targets 60 s, less than a
 TensorFlow import plus a graph takes on a busy 2-core CI machine), or when a
 target lists a dependency the macro already adds (bazel refuses the whole
-package: a duplicated label in `deps`).
+package: a duplicated label in `deps`), or when a test file imports another
+(bazel cannot give one test's file to another target).
 """
 
 import ast
@@ -73,6 +74,20 @@ def test_every_test_file_runs_as_main(folder, tests):
         isinstance(node.test.left, ast.Name) and node.test.left.id == '__name__'
         for node in tree.body)
     assert has_main, "%s has no `if __name__ == '__main__':` block" % path
+
+
+@pytest.mark.parametrize('folder, tests', list(_test_folders()),
+                         ids=lambda v: os.path.relpath(v, _TESTS_DIR) if isinstance(v, str) else '')
+def test_no_test_file_imports_another_test_file(folder, tests):
+  # A py_test's file is not a library bazel can hand another target: such an
+  # import passes under pytest and fails under bazel (ModuleNotFoundError).
+  for name in tests:
+    with open(os.path.join(folder, name + '.py'), encoding='utf-8') as f:
+      found = re.search(r'^\s*(from tests(\.\w+)*\.test_\w+ import|import tests(\.\w+)*\.test_)',
+                        f.read(), re.M)
+    assert not found, '%s imports a test file (%r): move what it shares into a library' % (
+        os.path.join(os.path.relpath(folder, os.path.dirname(_TESTS_DIR)), name + '.py'),
+        found.group(0).strip())
 
 
 @pytest.mark.parametrize('folder, tests', list(_test_folders()),

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tests.benchmarks.test_benchmarks_quick import assert_figures, run_quick
+from tests.benchmarks.quick_testlib import assert_figures, run_quick
 
 
 @pytest.mark.slow

@@ -403,3 +403,16 @@ def run_rewritten_module(module, timeout=900, only=None):
     return _run_pytest(module, target, copy_root, set(), timeout, only=only)
   finally:
     shutil.rmtree(os.path.dirname(copy_root), ignore_errors=True)
+
+
+def check_module(module):
+  """Runs one shipped module and fails with every difference from the expectation.
+
+  Args:
+    module: e.g. 'learning_test'.
+  """
+  result = run_module(module, load_expected_failures())
+  print('\n' + result.summary())
+  problems = result.problems()
+  assert not problems, '%s\n  %s\n--- output tail ---\n%s' % (
+      result.summary(), '\n  '.join(problems), result.output[-4000:])

@@ -40,19 +40,6 @@ def _expected_failures():
   return shipped_tests.load_expected_failures()
 
 
-def check_module(module):
-  """Runs one shipped module and fails with every difference from the expectation.
-
-  Args:
-    module: e.g. 'learning_test'.
-  """
-  result = shipped_tests.run_module(module, _expected_failures())
-  print('\n' + result.summary())
-  problems = result.problems()
-  assert not problems, '%s\n  %s\n--- output tail ---\n%s' % (
-      result.summary(), '\n  '.join(problems), result.output[-4000:])
-
-
 def test_expected_failure_list_is_well_formed():
   expected = _expected_failures()
   modules = set(shipped_tests.FAST_MODULES) | set(shipped_tests.SLOW_MODULES)
@@ -71,7 +58,7 @@ def test_expected_failure_list_is_well_formed():
 @pytest.mark.parametrize(
     'module', [m for m in shipped_tests.FAST_MODULES if m not in shipped_tests.NET_MODULES])
 def test_shipped_module(module):
-  check_module(module)
+  shipped_tests.check_module(module)
 
 
 @pytest.mark.slow
@@ -79,7 +66,7 @@ def test_shipped_module(module):
 def test_shipped_module_slow(module):
   if not _slow_enabled():
     pytest.skip('slow: run with --compat-slow or %s=1' % _SLOW_ENV)
-  check_module(module)
+  shipped_tests.check_module(module)
 
 
 @pytest.mark.slow

@@ -12,12 +12,11 @@ import sys
 import pytest
 
 from tests.compat import shipped_tests
-from tests.compat.test_tf_slim_shipped import check_module
 
 
 @pytest.mark.parametrize('module', shipped_tests.NET_MODULES)
 def test_shipped_network_module(module):
-  check_module(module)
+  shipped_tests.check_module(module)
 
 
 def test_the_network_modules_are_required_ones():

@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from builders import model_builder
 from core import config_util
+from tests.estimator import model_lib_testlib
 from tools import create_shapes_tf_record
 from trainer import estimator as tfe
 from trainer import model_lib
@@ -29,32 +30,12 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 SSD_CONFIG = os.path.join(REPO_ROOT, 'configs', 'ssd_shapes.config')
 
 
-def _write_small_config(directory, data, num_steps=3):
-  """configs/ssd_shapes.config pointed at `data`, batch 2; returns its path."""
-  pipeline = config_util.load_pipeline_config(SSD_CONFIG)
-  config_util.apply_overrides(pipeline, overrides={
-      'train_config.batch_size': 2,
-      'train_config.num_steps': num_steps,
-      'train_input_reader.tf_record_input_reader.input_path': [data['train_pattern']],
-      'train_input_reader.label_map_path': data['label_map_path'],
-      'train_input_reader.num_readers': 1,
-      'eval_config.batch_size': 1,
-  })
-  del pipeline.eval_input_reader[1:]
-  eval_input = pipeline.eval_input_reader[0]
-  del eval_input.tf_record_input_reader.input_path[:]
-  eval_input.tf_record_input_reader.input_path.append(data['val_pattern'])
-  eval_input.label_map_path = data['label_map_path']
-  pipeline.model.ssd.feature_extractor.depth_multiplier = 0.25
-  return config_util.save_pipeline_config(pipeline, directory)
-
-
 @pytest.fixture(scope='module')
 def config_path(tmp_path_factory):
   directory = str(tmp_path_factory.mktemp('model_lib'))
   data = create_shapes_tf_record.create_shapes_dataset(
       os.path.join(directory, 'data'), num_train=8, num_val=3, height=64, width=64)
-  return _write_small_config(directory, data)
+  return model_lib_testlib.write_small_config(directory, data)
 
 
 def _model_main(*flags, tf_config=None):

@@ -13,7 +13,7 @@ import tensorflow as tf
 from absl import logging as absl_logging
 
 from core import config_util
-from tests.estimator.test_model_lib import _write_small_config
+from tests.estimator import model_lib_testlib
 from tools import create_shapes_tf_record
 from trainer import estimator as tfe
 from trainer import model_lib
@@ -38,7 +38,7 @@ def config_path(tmp_path_factory):
   directory = str(tmp_path_factory.mktemp('model_lib_od'))
   data = create_shapes_tf_record.create_shapes_dataset(
       os.path.join(directory, 'data'), num_train=8, num_val=3, height=64, width=64)
-  return _write_small_config(directory, data)
+  return model_lib_testlib.write_small_config(directory, data)
 
 
 def test_signature_is_the_od_apis():
