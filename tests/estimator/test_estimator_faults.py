@@ -176,9 +176,12 @@ def test_ps_killed_and_restarted_training_reaches_max_steps(tmp_path):
                       chief.output())
     assert match, group.logs()
     restored = int(match.group(1))
-    # The chief restored the latest checkpoint into the fresh ps.
+    # The chief restored the latest checkpoint into the fresh ps. A checkpoint's
+    # contents may run ahead of its name: the saver reads the global step, then
+    # saves while the async worker keeps stepping, so no upper bound holds
+    # (the legacy path's twin test saw 4 on CI).
     assert _restored_steps(chief)[-1] >= 100
-    assert 0 <= restored - _restored_steps(chief)[-1] <= 3, (restored, _restored_steps(chief))
+    assert restored >= _restored_steps(chief)[-1], (restored, _restored_steps(chief))
     assert 'every worker finished; exiting' in restarted.output(), group.logs()
     assert 'Traceback' not in chief.output() + tasks['worker0'].output(), group.logs()
     # Async, W = 2 training tasks: the worker may finish the step it was
