@@ -15,7 +15,12 @@ DEMO_STEPS ?= 1000
 # tests first, leaving the long few-test files for the end).
 PYTEST_ARGS ?= -n 3 --dist loadfile --no-loadscope-reorder
 
-.PHONY: venv demo test lint bazel-test clean
+# make test-fast: the developer's loop, no clusters, no slow tests, nothing that
+# took more than FAST_TEST_SECONDS in the measured run (tests/test_seconds.json).
+FAST_TEST_SECONDS ?= 3
+FAST_PYTEST_ARGS ?= -n 2 --dist loadfile
+
+.PHONY: venv demo test test-fast lint bazel-test clean
 
 venv: $(VENV)/.installed
 
@@ -35,6 +40,13 @@ test: venv
 	$(PY) protos/compile_protos.py
 	$(PY) -m pytest tests -q $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo 'make test: pytest collected no tests' >&2; fi; \
+	  exit $$rc
+
+test-fast: venv
+	$(PY) protos/compile_protos.py
+	$(PY) -m pytest tests -q $(FAST_PYTEST_ARGS) -m 'not cluster and not slow' \
+	  --max-test-seconds=$(FAST_TEST_SECONDS); rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo 'make test-fast: pytest collected no tests' >&2; fi; \
 	  exit $$rc
 
 lint: venv

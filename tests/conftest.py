@@ -8,14 +8,55 @@ under bazel); anything that must run eagerly runs in a subprocess.
 import json
 import os
 
+import pytest
+
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 import core  # noqa: E402,F401  (activates core.compat before any test imports tf_slim)
 
 
-# Seconds each test file took in a measured whole-suite run (tests/file_seconds.json,
-# written by tools/file_seconds.py from a --junitxml report).
+# Seconds each test file, and each test of a second or more, took in a measured
+# whole-suite run (written by tools/file_seconds.py from a --junitxml report).
 _FILE_SECONDS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'file_seconds.json')
+_TEST_SECONDS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'test_seconds.json')
+
+
+def pytest_addoption(parser):
+  parser.addoption(
+      '--max-test-seconds', type=float, default=None, metavar='SECONDS',
+      help='leave out the tests that took longer than SECONDS in the measured run of '
+           'tests/test_seconds.json (make test-fast); tests not in it run')
+
+
+def _load_table(path):
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except (OSError, ValueError):
+    return None
+
+
+def _without_long_tests(config, items, max_seconds):
+  """Deselects the items that took more than `max_seconds` in the measured run.
+
+  Args:
+    config: the pytest config (deselected items are reported through it).
+    items: the collected test items, changed in place.
+    max_seconds: the limit; tests missing from the table are kept.
+
+  Raises:
+    pytest.UsageError: the table cannot be read.
+  """
+  seconds = _load_table(_TEST_SECONDS)
+  if seconds is None:
+    raise pytest.UsageError('--max-test-seconds needs %s (tools/file_seconds.py writes it)'
+                            % _TEST_SECONDS)
+  kept, long_ones = [], []
+  for item in items:
+    (long_ones if seconds.get(item.nodeid, 0.0) > max_seconds else kept).append(item)
+  if long_ones:
+    config.hook.pytest_deselected(items=long_ones)
+  items[:] = kept
 
 
 def _longest_files_first(items):
@@ -31,10 +72,8 @@ def _longest_files_first(items):
   Args:
     items: the collected test items, reordered in place.
   """
-  try:
-    with open(_FILE_SECONDS) as f:
-      seconds = json.load(f)
-  except (OSError, ValueError):
+  seconds = _load_table(_FILE_SECONDS)
+  if seconds is None:
     return
   def file_of(item):
     return item.nodeid.split('::')[0]
@@ -45,14 +84,16 @@ def _longest_files_first(items):
 
 
 def pytest_collection_modifyitems(config, items):
-  """Drops tf.test.TestCase.test_session and starts the longest files first.
+  """Drops tf.test.TestCase.test_session (and long tests, if asked); longest files first.
 
   test_session is a context manager pytest mistakes for a test: left in, it
   shows up as one "Not a test" skip per TestCase class and hides the skips
   that mean something.
   """
-  del config
   items[:] = [item for item in items if item.name != 'test_session']
+  max_seconds = config.getoption('max_test_seconds')
+  if max_seconds is not None:
+    _without_long_tests(config, items, max_seconds)
   _longest_files_first(items)
 
 

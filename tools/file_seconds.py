@@ -1,13 +1,19 @@
-"""Writes tests/file_seconds.json: seconds per test file from a pytest junit report.
+"""Writes the suite's timing tables from a pytest junit report.
 
-The suite's conftest starts the files that take longest first, so that
-`make test`'s workers finish together. Refresh the table after a
-whole-suite run when files grow or move:
+* `tests/file_seconds.json`: seconds per test file. The suite's conftest
+  starts the files that take longest first, so that `make test`'s workers
+  finish together.
+* `tests/test_seconds.json`: seconds per test, for the tests that took
+  `RECORDED_FROM_SECS` or more. `make test-fast` leaves out the tests that
+  took longer than its limit (`--max-test-seconds`).
 
-    .venv/bin/python -m pytest tests -q -n 2 --dist loadfile --junitxml=/tmp/suite.xml
+Refresh both after a whole-suite run when files grow or move:
+
+    .venv/bin/python -m pytest tests -q -n 3 --dist loadfile --junitxml=/tmp/suite.xml
     .venv/bin/python tools/file_seconds.py /tmp/suite.xml
 
-Setup and teardown count with their test (module fixtures included).
+Setup and teardown count with their test (module fixtures included), so a
+file's first test carries the fixtures it shares with the others.
 """
 
 import collections
@@ -16,8 +22,25 @@ import os
 import sys
 import xml.etree.ElementTree as ElementTree
 
-_TABLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                      'tests', 'file_seconds.json')
+_TESTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'tests')
+_FILE_TABLE = os.path.join(_TESTS_DIR, 'file_seconds.json')
+_TEST_TABLE = os.path.join(_TESTS_DIR, 'test_seconds.json')
+
+# Faster tests are left out of test_seconds.json: every limit worth using is above it.
+RECORDED_FROM_SECS = 1.0
+
+
+def _cases(junit_path):
+  """Yields (file, test id within the file, seconds) for each testcase of the report."""
+  for case in ElementTree.parse(junit_path).getroot().iter('testcase'):
+    # classname is the dotted module path, then a TestCase class if any.
+    parts = case.get('classname', '').split('.')
+    classes = []
+    while parts and not parts[-1].startswith('test_'):
+      classes.insert(0, parts.pop())
+    if parts:
+      yield ('/'.join(parts) + '.py', '::'.join(classes + [case.get('name', '')]),
+             float(case.get('time', 0.0)))
 
 
 def seconds_per_file(junit_path):
@@ -30,25 +53,43 @@ def seconds_per_file(junit_path):
     {'tests/dir/test_x.py': seconds}, rounded to a tenth.
   """
   totals = collections.defaultdict(float)
-  for case in ElementTree.parse(junit_path).getroot().iter('testcase'):
-    # classname is the dotted module path, then a TestCase class if any.
-    parts = case.get('classname', '').split('.')
-    while parts and not parts[-1].startswith('test_'):
-      parts.pop()
-    if parts:
-      totals['/'.join(parts) + '.py'] += float(case.get('time', 0.0))
+  for path, _, seconds in _cases(junit_path):
+    totals[path] += seconds
   return {name: round(value, 1) for name, value in sorted(totals.items())}
+
+
+def seconds_per_test(junit_path):
+  """Each test's time, for the tests that took `RECORDED_FROM_SECS` or more.
+
+  Args:
+    junit_path: a pytest `--junitxml` report.
+
+  Returns:
+    {'tests/dir/test_x.py::[Class::]test_name[param]': seconds}, rounded to a tenth
+    (the keys are pytest node ids).
+  """
+  return {'%s::%s' % (path, test): round(seconds, 1)
+          for path, test, seconds in sorted(_cases(junit_path))
+          if seconds >= RECORDED_FROM_SECS}
+
+
+def _write(table, path):
+  with open(path + '.tmp', 'w') as f:
+    json.dump(table, f, indent=1, sort_keys=True)
+    f.write('\n')
+  os.replace(path + '.tmp', path)
 
 
 def main(argv):
   if len(argv) != 2:
     sys.exit('usage: tools/file_seconds.py JUNIT_XML')
-  table = seconds_per_file(argv[1])
-  with open(_TABLE + '.tmp', 'w') as f:
-    json.dump(table, f, indent=1, sort_keys=True)
-    f.write('\n')
-  os.replace(_TABLE + '.tmp', _TABLE)
-  print('%d files, %.0f s in all -> %s' % (len(table), sum(table.values()), _TABLE))
+  files = seconds_per_file(argv[1])
+  _write(files, _FILE_TABLE)
+  tests = seconds_per_test(argv[1])
+  _write(tests, _TEST_TABLE)
+  print('%d files, %.0f s in all -> %s; %d tests of %.0f s or more -> %s' % (
+      len(files), sum(files.values()), _FILE_TABLE, len(tests), RECORDED_FROM_SECS,
+      _TEST_TABLE))
 
 
 if __name__ == '__main__':

@@ -1,5 +1,7 @@
 """tools/file_seconds.py and the suite's longest-files-first order."""
 
+import json
+import os
 import sys
 
 import pytest
@@ -27,10 +29,65 @@ def test_seconds_are_summed_per_file_with_testcase_classes(tmp_path):
   }
 
 
+def test_tests_of_a_second_or_more_are_recorded_under_their_node_ids(tmp_path):
+  report = tmp_path / 'suite.xml'
+  report.write_text(_REPORT)
+  assert file_seconds.seconds_per_test(str(report)) == {
+      'tests/compat/test_compat.py::LayersTest::test_c': 2.2,
+      'tests/evaluation/test_demo.py::test_a': 400.5,
+      'tests/test_build_targets.py::test_d': 1.0,
+  }
+
+
 class _Item:
 
   def __init__(self, nodeid):
     self.nodeid = nodeid
+
+
+class _Hooks:
+
+  def __init__(self):
+    self.deselected = []
+
+  def pytest_deselected(self, items):
+    self.deselected.extend(items)
+
+
+class _Config:
+
+  def __init__(self):
+    self.hook = _Hooks()
+
+
+def test_max_test_seconds_leaves_out_the_longer_tests_and_reports_them(tmp_path, monkeypatch):
+  table = tmp_path / 'test_seconds.json'
+  table.write_text('{"tests/a.py::t1": 2.9, "tests/a.py::t2": 3.1, "tests/b.py::C::t[x]": 40}')
+  monkeypatch.setattr(conftest, '_TEST_SECONDS', str(table))
+  items = [_Item(n) for n in ('tests/a.py::t1', 'tests/a.py::t2', 'tests/b.py::C::t[x]',
+                              'tests/b.py::C::t[y]', 'tests/new.py::t')]
+  config = _Config()
+  conftest._without_long_tests(config, items, 3.0)
+  assert [i.nodeid for i in items] == ['tests/a.py::t1', 'tests/b.py::C::t[y]', 'tests/new.py::t']
+  assert [i.nodeid for i in config.hook.deselected] == ['tests/a.py::t2', 'tests/b.py::C::t[x]']
+
+
+def test_max_test_seconds_without_its_table_is_a_usage_error(tmp_path, monkeypatch):
+  monkeypatch.setattr(conftest, '_TEST_SECONDS', str(tmp_path / 'missing.json'))
+  with pytest.raises(pytest.UsageError, match='missing.json'):
+    conftest._without_long_tests(_Config(), [_Item('tests/a.py::t')], 3.0)
+
+
+def test_the_committed_tables_name_existing_files():
+  # A file renamed without a refresh would silently lose its place in the order.
+  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  with open(conftest._TEST_SECONDS) as f:
+    tests = json.load(f)
+  with open(conftest._FILE_SECONDS) as f:
+    files = json.load(f)
+  assert tests and all(seconds >= file_seconds.RECORDED_FROM_SECS for seconds in tests.values())
+  assert {node.split('::')[0] for node in tests} <= set(files)
+  assert [path for path in files if not os.path.exists(os.path.join(root, path))] == []
 
 
 def test_longest_files_start_first_and_tests_keep_their_order_in_a_file(tmp_path, monkeypatch):
