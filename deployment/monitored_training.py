@@ -8,7 +8,9 @@ tasks `train` gives that session the fault runtime of
   (`BoundedSession.run`), `MonitoredSession` closes the broken session
   (bounded to a few seconds) and asks for a new one, which first waits until
   every ps accepts connections; the chief restores the latest checkpoint
-  into the fresh ps variables, a worker polls every second until it has;
+  into the variables of the ps that came back empty only
+  (`deployment.shard_restore`; the other ps tasks keep theirs), a worker
+  polls every second until it has;
   the first new session logs the step restored and the steps lost;
 * a ps cut off by the network: the step deadline (`TaskFaults.step_watch`);
   from creating a session to its first step, the startup timeout plus it;
@@ -30,9 +32,10 @@ Usage (estimator.faults does this for a RunConfig):
 Without `faults` it is tf.estimator's `MonitoredTrainingSession` loop.
 
 Differs on purpose from `MonitoredTrainingSession`: its recovery retried
-forever with a generic message, a worker checked every 30 s for the chief's
-model, closing a broken session had no deadline, and SIGTERM killed the task
-mid-step.
+forever with a generic message and restored every variable (rolling back
+the ps tasks that never failed), a worker checked every 30 s for the
+chief's model, closing a broken session had no deadline, and SIGTERM killed
+the task mid-step.
 """
 
 import threading
@@ -43,6 +46,7 @@ import tensorflow as tf
 from core import paths
 from deployment import fault_runtime
 from deployment import fault_tolerance
+from deployment import shard_restore
 
 # How often a worker checks whether the chief has (re)initialised the model.
 WORKER_POLL_SECS = 1.0
@@ -96,6 +100,67 @@ class _WorkerSessionCreator(tf.compat.v1.train.SessionCreator):
           graph=tf.compat.v1.get_default_graph(), recovery_wait_secs=WORKER_POLL_SECS)
     return self._manager.wait_for_session(self._master, config=self._config,
                                           max_wait_secs=self._max_wait_secs)
+
+
+class _ChiefSessionCreator(tf.compat.v1.train.SessionCreator):
+  """The chief's sessions, as tf's ChiefSessionCreator, restoring by ps shard when it can.
+
+  Args:
+    scaffold, master, config, checkpoint_dir: as `ChiefSessionCreator`'s.
+    restore_by_shard: a `deployment.shard_restore.ShardRestore` over the
+      scaffold saver's variables, or None for the saver's full restore.
+  """
+
+  def __init__(self, scaffold, master, config, checkpoint_dir, restore_by_shard=None):
+    self._scaffold = scaffold
+    self._master = master
+    self._config = config
+    self._checkpoint_dir = checkpoint_dir
+    self._restore_by_shard = restore_by_shard
+    self._manager = None
+
+  def create_session(self):
+    self._scaffold.finalize()
+    if self._manager is None:
+      self._manager = tf.compat.v1.train.SessionManager(
+          local_init_op=self._scaffold.local_init_op,
+          local_init_feed_dict=self._scaffold.local_init_feed_dict,
+          ready_op=self._scaffold.ready_op,
+          ready_for_local_init_op=self._scaffold.ready_for_local_init_op,
+          graph=tf.compat.v1.get_default_graph())
+    saver = self._scaffold.saver
+    if self._restore_by_shard is not None:
+      saver = self._restore_by_shard.saver_for(saver)
+    return self._manager.prepare_session(
+        self._master, saver=saver, checkpoint_dir=self._checkpoint_dir, config=self._config,
+        init_op=self._scaffold.init_op, init_feed_dict=self._scaffold.init_feed_dict,
+        init_fn=self._scaffold.init_fn)
+
+
+# The ops of SyncReplicasOptimizer's gradient accumulators.
+_SYNC_REPLICAS_OPS = ('ConditionalAccumulator', 'ResourceConditionalAccumulator',
+                      'SparseConditionalAccumulator')
+
+
+def _shard_restore_for(scaffold):
+  """A ShardRestore for the chief, or None where only a full restore is right.
+
+  Full restore: a saver the model built over its own variable list (a
+  shard restore could reach variables it leaves out), saveable objects
+  (they have no ps of their own), and synchronous training (the replicas'
+  gradients must again come from one consistent point).
+  """
+  graph = tf.compat.v1.get_default_graph()
+  saver = scaffold.saver or next(iter(graph.get_collection(tf.compat.v1.GraphKeys.SAVERS)),
+                                 None)
+  # Saver keeps the var_list it was given; None means every global variable.
+  if saver is not None and getattr(saver, '_var_list', None) is not None:
+    return None
+  if graph.get_collection(tf.compat.v1.GraphKeys.SAVEABLE_OBJECTS):
+    return None
+  if any(op.type in _SYNC_REPLICAS_OPS for op in graph.get_operations()):
+    return None
+  return shard_restore.ShardRestore(tf.compat.v1.global_variables())
 
 
 class _FaultHook(tf.compat.v1.train.SessionRunHook):
@@ -207,8 +272,9 @@ def train(train_op, loss, scaffold, model_dir, hooks, chief_hooks, master, is_ch
   fault_hook.grace = faults.sigterm_grace(is_chief, stop.set)
   all_hooks = [fault_hook]
   if is_chief:
-    creator = tf.compat.v1.train.ChiefSessionCreator(
-        scaffold=scaffold, master=master, config=session_config, checkpoint_dir=model_dir)
+    # After a lost ps, only its variables come from the checkpoint.
+    creator = _ChiefSessionCreator(scaffold, master, session_config, model_dir,
+                                   restore_by_shard=_shard_restore_for(scaffold))
     all_hooks += list(chief_hooks)
     if log_step_count_steps:
       all_hooks.append(tf.compat.v1.train.StepCounterHook(

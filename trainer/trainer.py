@@ -72,6 +72,7 @@ from deployment import cluster_runtime
 from deployment import fault_runtime
 from deployment import model_deploy
 from deployment import replica_watch
+from deployment import shard_restore
 from deployment import sync_replicas
 from trainer import train_settings
 from trainer import training_loop
@@ -352,9 +353,10 @@ def build_training_graph(create_tensor_dict_fn, create_model_fn, train_config, t
           clones, optimizer, global_step, train_config,
           stamp=replica_progress and functools.partial(
               replica_progress.stamp_delivery, faults.replica_name, sync_optimizer))
-    # In replicated mode only copy 0 is saved, under the original names.
-    saver = tf.compat.v1.train.Saver(
-        var_list=model_deploy.savable_variables(),
+    # In replicated mode only copy 0 is saved, under the original names. After a
+    # lost ps, only its variables are restored (asynchronous training).
+    saver = shard_restore.ShardRestoringSaver(
+        var_list=model_deploy.savable_variables(), partial=sync_optimizer is None,
         keep_checkpoint_every_n_hours=train_config.keep_checkpoint_every_n_hours)
     return TrainingGraph(
         graph=graph, train_tensor=train_tensor, step_after_update=step_after_update,
