@@ -69,7 +69,8 @@ def test_ps_without_the_global_step_killed_and_restarted_only_its_shard_is_resto
     assert steps_lost == 0 and restored >= lost_at, (restored, steps_lost, lost_at)
     steps = _chief_steps(chief)
     assert steps == sorted(steps), 'the global step went back: %s' % steps
-  assert max_steps <= lib.latest_checkpoint_step(model_dir) <= max_steps + 1
+  # README: max_steps .. max_steps + 2W - 1 on the Estimator path (W = 2; 1202 seen).
+  assert max_steps <= lib.latest_checkpoint_step(model_dir) <= max_steps + 3
 
 
 if __name__ == '__main__':
