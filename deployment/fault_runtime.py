@@ -426,18 +426,20 @@ class BoundedSession(tf_session_lib.SessionInterface):
     if not peers:
       self._session.close()
       return True
-    return fault_tolerance.close_session(self._session.close,
-                                         self._faults.close_timeout_secs(),
-                                         [name for name, _ in peers])
+    recovering = self._faults.recovery is not None and self._faults.recovery.recovering
+    return fault_tolerance.close_session(
+        self._session.close, self._faults.close_timeout_secs(), [name for name, _ in peers],
+        after='the session broke on a lost peer' if recovering else 'training has ended')
 
   def route_owner_close(self):
     """Makes the next `close()` that the session's creator calls on it be this `close`.
 
     tf-slim's `learning.train` closes the session its Supervisor created
-    itself, after the final checkpoint, and offers no way to hand it a
-    wrapper for that: this is the one place where the runtime reaches into
-    the held session. Only that one call is routed; a later one
-    (`Session.__del__`) is the session's own, by then a no-op.
+    itself (after the final checkpoint, or once a step failed on a lost
+    peer) and offers no way to hand it a wrapper for that: this is the one
+    place where the runtime reaches into the held session. Only that one
+    call is routed; a later one (`Session.__del__`) is the session's own, by
+    then a no-op.
     """
     session = self._session
     if not self._faults.session_peers or 'close' in vars(session):

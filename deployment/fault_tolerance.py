@@ -102,18 +102,20 @@ def run_bounded(function, timeout_secs, what):
     logging.warning('%s did not finish within %.0f s; going on without it', what, timeout_secs)
 
 
-def close_session(close, timeout_secs, peers=()):
+def close_session(close, timeout_secs, peers=(), after='training has ended'):
   """Runs `close()` (a `Session.close`) with a bound; logs what a slow close waits for.
 
   TensorFlow's close of a cluster session waits for the steps still running
   in it and for each task of the session to drop its state, without a
-  deadline and without a word. Training has ended when this runs (its
-  checkpoint is saved), so a close that does not finish is left behind.
+  deadline and without a word. Nothing more is asked of the session when
+  this runs (training has ended with its checkpoint saved, or a lost peer
+  broke it), so a close that does not finish is left behind.
 
   Args:
     close: the session's original `close` method.
     timeout_secs: give up waiting after this long (None: wait as long as it takes).
     peers: names of the other tasks the session runs on ('/job:ps/task:0', ...).
+    after: why going on without the session is safe, for the log line.
 
   Returns:
     True when the session closed, False when it was left closing.
@@ -135,7 +137,7 @@ def close_session(close, timeout_secs, peers=()):
                  time.time() - start, waiting_for)
   _abandoned_closes.append(thread)
   logging.warning('gave up closing the training session after %.0f s (still waiting for %s); '
-                  'training has ended, going on without it', timeout_secs, waiting_for)
+                  '%s, going on without it', timeout_secs, waiting_for, after)
   return False
 
 

@@ -40,6 +40,7 @@ import tensorflow as tf
 
 from deployment import exit_codes
 from deployment import fault_runtime
+from deployment import fault_tolerance
 from trainer import numerics
 
 NAN_LOSS_MESSAGE = 'LossTensor is inf or nan.'
@@ -208,6 +209,12 @@ class TrainStepRunner:
       loss, step = self._bounded(sess).run(
           [train_op, self._step_after_update
            if self._step_after_update is not None else global_step])
+    except fault_tolerance.PEER_ERRORS:
+      # The Supervisor closes this broken session next, and TensorFlow's close
+      # waits for the lost ps without a deadline (40 s and more after a ps that
+      # was down for 45 s came back): bounded, the recovery goes on at once.
+      self._bounded(sess).route_owner_close()
+      raise
     except tf.errors.InvalidArgumentError as e:
       cause = _numerics_failure(str(e.message))
       if cause is None:
