@@ -6,8 +6,10 @@ lacks the `__main__` block that bazel runs, when a file that loads
 TensorFlow is declared `small` (bazel gives small targets 60 s, less than a
 TensorFlow import plus a graph takes on a busy 2-core CI machine), or when a
 target lists a dependency the macro already adds (bazel refuses the whole
-package: a duplicated label in `deps`), or when a test file imports another
-(bazel cannot give one test's file to another target).
+package: a duplicated label in `deps`), when a test file imports another
+(bazel cannot give one test's file to another target), when a test takes
+a fixture of tests/conftest.py without that file in its data, or when a test
+that builds network namespaces is sandboxed (bazel's sandbox makes it skip).
 """
 
 import ast
@@ -120,6 +122,54 @@ def test_no_file_that_loads_tensorflow_is_a_small_target(folder, tests):
         '%s/BUILD: %s loads TensorFlow (%r); declare it size = "medium" or larger' % (
             os.path.relpath(folder, os.path.dirname(_TESTS_DIR)), name,
             loads_tensorflow.group(0).strip()))
+
+
+# Fixtures that tests/conftest.py provides: bazel hands conftest.py only to the
+# targets that list it as data.
+_CONFTEST_FIXTURES = re.compile(r'\bnetns_network\b')
+# This file names those patterns itself.
+_SELF = os.path.splitext(os.path.basename(__file__))[0]
+
+
+@pytest.mark.parametrize('folder, tests', list(_test_folders()),
+                         ids=lambda v: os.path.relpath(v, _TESTS_DIR) if isinstance(v, str) else '')
+def test_a_test_taking_a_conftest_fixture_has_conftest_in_its_data(folder, tests):
+  with open(os.path.join(folder, 'BUILD'), encoding='utf-8') as f:
+    build = f.read()
+  blocks = {_TARGET.search('slimtrain_py_test(' + block).group(1): block
+            for block in re.findall(r'slimtrain_py_test\((.*?)\n\)', build, re.S)}
+  for name in set(tests) - {_SELF}:
+    with open(os.path.join(folder, name + '.py'), encoding='utf-8') as f:
+      uses_fixture = _CONFTEST_FIXTURES.search(f.read())
+    has_conftest = re.search(r'data\s*=\s*\[[^\]]*"//tests:conftest\.py"', blocks.get(name, ''))
+    assert not (uses_fixture and not has_conftest), (
+        '%s/BUILD: %s takes the %s fixture of tests/conftest.py; add "//tests:conftest.py" '
+        'to its data' % (os.path.relpath(folder, os.path.dirname(_TESTS_DIR)), name,
+                         uses_fixture.group(0)))
+
+
+# A test that builds network namespaces (the netns_network fixture, or
+# deployment.netns itself).
+_USES_NETNS = re.compile(r'\bnetns_network\b|from deployment import netns\b|--netns\b')
+
+
+@pytest.mark.parametrize('folder, tests', list(_test_folders()),
+                         ids=lambda v: os.path.relpath(v, _TESTS_DIR) if isinstance(v, str) else '')
+def test_a_test_building_network_namespaces_is_not_sandboxed(folder, tests):
+  # bazel's linux-sandbox mounts /run/netns read-only, and netns_fixture then
+  # skips every such test: `bazel test //...` passed without running them.
+  with open(os.path.join(folder, 'BUILD'), encoding='utf-8') as f:
+    build = f.read()
+  blocks = {_TARGET.search('slimtrain_py_test(' + block).group(1): block
+            for block in re.findall(r'slimtrain_py_test\((.*?)\n\)', build, re.S)}
+  for name in set(tests) - {_SELF}:
+    with open(os.path.join(folder, name + '.py'), encoding='utf-8') as f:
+      uses_netns = _USES_NETNS.search(f.read())
+    tags = re.search(r'tags\s*=\s*\[([^\]]*)\]', blocks.get(name, ''))
+    sandboxed = not (tags and '"no-sandbox"' in tags.group(1))
+    assert not (uses_netns and sandboxed), (
+        '%s/BUILD: %s builds network namespaces (%r); add "no-sandbox" to its tags' % (
+            os.path.relpath(folder, os.path.dirname(_TESTS_DIR)), name, uses_netns.group(0)))
 
 
 if __name__ == '__main__':
