@@ -75,6 +75,16 @@ class _RecoveringSessionCreator(tf.compat.v1.train.SessionCreator):
     return fault_runtime.BoundedSession(self._creator.create_session(), faults)
 
 
+def _session_manager(scaffold, **kwargs):
+  """A `SessionManager` with the finalized `scaffold`'s init and ready ops, in the default graph."""
+  return tf.compat.v1.train.SessionManager(
+      local_init_op=scaffold.local_init_op,
+      local_init_feed_dict=scaffold.local_init_feed_dict,
+      ready_op=scaffold.ready_op,
+      ready_for_local_init_op=scaffold.ready_for_local_init_op,
+      graph=tf.compat.v1.get_default_graph(), **kwargs)
+
+
 class _WorkerSessionCreator(tf.compat.v1.train.SessionCreator):
   """A worker's session once the chief has initialised the model, checked every second.
 
@@ -92,12 +102,7 @@ class _WorkerSessionCreator(tf.compat.v1.train.SessionCreator):
   def create_session(self):
     self._scaffold.finalize()
     if self._manager is None:
-      self._manager = tf.compat.v1.train.SessionManager(
-          local_init_op=self._scaffold.local_init_op,
-          local_init_feed_dict=self._scaffold.local_init_feed_dict,
-          ready_op=self._scaffold.ready_op,
-          ready_for_local_init_op=self._scaffold.ready_for_local_init_op,
-          graph=tf.compat.v1.get_default_graph(), recovery_wait_secs=WORKER_POLL_SECS)
+      self._manager = _session_manager(self._scaffold, recovery_wait_secs=WORKER_POLL_SECS)
     return self._manager.wait_for_session(self._master, config=self._config,
                                           max_wait_secs=self._max_wait_secs)
 
@@ -122,12 +127,7 @@ class _ChiefSessionCreator(tf.compat.v1.train.SessionCreator):
   def create_session(self):
     self._scaffold.finalize()
     if self._manager is None:
-      self._manager = tf.compat.v1.train.SessionManager(
-          local_init_op=self._scaffold.local_init_op,
-          local_init_feed_dict=self._scaffold.local_init_feed_dict,
-          ready_op=self._scaffold.ready_op,
-          ready_for_local_init_op=self._scaffold.ready_for_local_init_op,
-          graph=tf.compat.v1.get_default_graph())
+      self._manager = _session_manager(self._scaffold)
     saver = self._scaffold.saver
     if self._restore_by_shard is not None:
       saver = self._restore_by_shard.saver_for(saver)

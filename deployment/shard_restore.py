@@ -125,7 +125,9 @@ class ShardRestore:
       restore_all: callable(sess, save_path) doing the usual full restore.
 
     Returns:
-      The tasks restored from the checkpoint (every task on a full restore).
+      The tasks whose variables came from the checkpoint (every task on a
+      full restore, [] when none), or None when this restore never goes by
+      shard (`tasks` is empty).
     """
     if not self._shards:
       restore_all(sess, save_path)

@@ -42,6 +42,20 @@ def _test_folders():
       yield root, tests
 
 
+def _target_blocks(folder):
+  """{target name: the text of its slimtrain_py_test(...) call} of the folder's BUILD."""
+  with open(os.path.join(folder, 'BUILD'), encoding='utf-8') as f:
+    build = f.read()
+  return {_TARGET.search('slimtrain_py_test(' + block).group(1): block
+          for block in re.findall(r'slimtrain_py_test\((.*?)\n\)', build, re.S)}
+
+
+def _first_match(folder, name, pattern):
+  """`pattern` searched in the test file `name` of `folder`."""
+  with open(os.path.join(folder, name + '.py'), encoding='utf-8') as f:
+    return pattern.search(f.read())
+
+
 def _declared_targets(folder):
   build = os.path.join(folder, 'BUILD')
   if not os.path.exists(build):
@@ -100,10 +114,7 @@ def test_no_target_repeats_a_dependency_the_macro_adds(folder, tests):
     added = set(re.findall(r'"(//[^"]+)"', re.search(r'deps = \[([^\]]*)\] \+ deps',
                                                      f.read()).group(1)))
   assert added, 'tests/defs.bzl: the deps the macro adds were not found'
-  with open(os.path.join(folder, 'BUILD'), encoding='utf-8') as f:
-    build = f.read()
-  for block in re.findall(r'slimtrain_py_test\((.*?)\n\)', build, re.S):
-    name = _TARGET.search('slimtrain_py_test(' + block).group(1)
+  for name, block in _target_blocks(folder).items():
     deps = re.search(r'deps\s*=\s*\[([^\]]*)\]', block)
     repeated = sorted(added & set(re.findall(r'"([^"]+)"', deps.group(1)))) if deps else []
     assert not repeated, '%s/BUILD: %s lists %s, which slimtrain_py_test already adds' % (
@@ -116,8 +127,7 @@ def test_no_file_that_loads_tensorflow_is_a_small_target(folder, tests):
   with open(os.path.join(folder, 'BUILD'), encoding='utf-8') as f:
     sizes = dict(_TARGET_SIZE.findall(f.read()))
   for name in tests:
-    with open(os.path.join(folder, name + '.py'), encoding='utf-8') as f:
-      loads_tensorflow = _LOADS_TENSORFLOW.search(f.read())
+    loads_tensorflow = _first_match(folder, name, _LOADS_TENSORFLOW)
     assert not (sizes.get(name) == 'small' and loads_tensorflow), (
         '%s/BUILD: %s loads TensorFlow (%r); declare it size = "medium" or larger' % (
             os.path.relpath(folder, os.path.dirname(_TESTS_DIR)), name,
@@ -134,13 +144,9 @@ _SELF = os.path.splitext(os.path.basename(__file__))[0]
 @pytest.mark.parametrize('folder, tests', list(_test_folders()),
                          ids=lambda v: os.path.relpath(v, _TESTS_DIR) if isinstance(v, str) else '')
 def test_a_test_taking_a_conftest_fixture_has_conftest_in_its_data(folder, tests):
-  with open(os.path.join(folder, 'BUILD'), encoding='utf-8') as f:
-    build = f.read()
-  blocks = {_TARGET.search('slimtrain_py_test(' + block).group(1): block
-            for block in re.findall(r'slimtrain_py_test\((.*?)\n\)', build, re.S)}
+  blocks = _target_blocks(folder)
   for name in set(tests) - {_SELF}:
-    with open(os.path.join(folder, name + '.py'), encoding='utf-8') as f:
-      uses_fixture = _CONFTEST_FIXTURES.search(f.read())
+    uses_fixture = _first_match(folder, name, _CONFTEST_FIXTURES)
     has_conftest = re.search(r'data\s*=\s*\[[^\]]*"//tests:conftest\.py"', blocks.get(name, ''))
     assert not (uses_fixture and not has_conftest), (
         '%s/BUILD: %s takes the %s fixture of tests/conftest.py; add "//tests:conftest.py" '
@@ -158,13 +164,9 @@ _USES_NETNS = re.compile(r'\bnetns_network\b|from deployment import netns\b|--ne
 def test_a_test_building_network_namespaces_is_not_sandboxed(folder, tests):
   # bazel's linux-sandbox mounts /run/netns read-only, and netns_fixture then
   # skips every such test: `bazel test //...` passed without running them.
-  with open(os.path.join(folder, 'BUILD'), encoding='utf-8') as f:
-    build = f.read()
-  blocks = {_TARGET.search('slimtrain_py_test(' + block).group(1): block
-            for block in re.findall(r'slimtrain_py_test\((.*?)\n\)', build, re.S)}
+  blocks = _target_blocks(folder)
   for name in set(tests) - {_SELF}:
-    with open(os.path.join(folder, name + '.py'), encoding='utf-8') as f:
-      uses_netns = _USES_NETNS.search(f.read())
+    uses_netns = _first_match(folder, name, _USES_NETNS)
     tags = re.search(r'tags\s*=\s*\[([^\]]*)\]', blocks.get(name, ''))
     sandboxed = not (tags and '"no-sandbox"' in tags.group(1))
     assert not (uses_netns and sandboxed), (
