@@ -62,7 +62,7 @@ def test_ps_without_the_global_step_killed_and_restarted_only_its_shard_is_resto
                      r'kept the current values of /job:ps/task:0 \(\d+ variables\)',
                      output), group.logs()
     match = re.search(r'recovered from a lost peer: restored global step (\d+), (\d+) step\(s\) '
-                      r'lost \(\S+ was lost at global step (\d+)\)', output)
+                      r'lost \((?:[^()]+) was lost at global step (\d+)\)', output)
     assert match, group.logs()
     restored, steps_lost, lost_at = (int(g) for g in match.groups())
     # ps 0 kept the global step: nothing rolled back.
