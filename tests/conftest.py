@@ -13,6 +13,8 @@ import pytest
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 import core  # noqa: E402,F401  (activates core.compat before any test imports tf_slim)
+# Each test's CPU seconds into --junitxml (tools/file_seconds.py --cpu reads them).
+from tests.cpu_seconds import pytest_runtest_makereport, pytest_runtest_setup  # noqa: E402,F401
 
 
 # Seconds each test file, and each test of a second or more, took in a measured

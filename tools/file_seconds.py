@@ -14,6 +14,13 @@ Refresh both after a whole-suite run when files grow or move:
 
 Setup and teardown count with their test (module fixtures included), so a
 file's first test carries the fixtures it shares with the others.
+
+`--cpu` prints, instead of writing the tables, each file's wall seconds beside
+its CPU seconds (the `cpu_seconds` property the suite's conftest records per
+test, child processes included): on a loaded machine a file that waits costs
+the others little, one that computes costs them its CPU.
+
+    .venv/bin/python tools/file_seconds.py --cpu /tmp/suite.xml
 """
 
 import collections
@@ -30,8 +37,8 @@ _TEST_TABLE = os.path.join(_TESTS_DIR, 'test_seconds.json')
 RECORDED_FROM_SECS = 1.0
 
 
-def _cases(junit_path):
-  """Yields (file, test id within the file, seconds) for each testcase of the report."""
+def _testcases(junit_path):
+  """Yields (file, test id within the file, testcase element) for each testcase."""
   for case in ElementTree.parse(junit_path).getroot().iter('testcase'):
     # classname is the dotted module path, then a TestCase class if any.
     parts = case.get('classname', '').split('.')
@@ -39,8 +46,44 @@ def _cases(junit_path):
     while parts and not parts[-1].startswith('test_'):
       classes.insert(0, parts.pop())
     if parts:
-      yield ('/'.join(parts) + '.py', '::'.join(classes + [case.get('name', '')]),
-             float(case.get('time', 0.0)))
+      yield '/'.join(parts) + '.py', '::'.join(classes + [case.get('name', '')]), case
+
+
+def _cases(junit_path):
+  """Yields (file, test id within the file, seconds) for each testcase of the report."""
+  for path, test, case in _testcases(junit_path):
+    yield path, test, float(case.get('time', 0.0))
+
+
+def wall_and_cpu_per_file(junit_path):
+  """Each file's wall and CPU seconds, from the testcases' `cpu_seconds` properties.
+
+  Args:
+    junit_path: a pytest `--junitxml` report written with the suite's conftest.
+
+  Returns:
+    {'tests/dir/test_x.py': (wall seconds, CPU seconds)}, each rounded to a tenth;
+    a testcase without the property counts 0 CPU seconds.
+  """
+  totals = collections.defaultdict(lambda: [0.0, 0.0])
+  for path, _, case in _testcases(junit_path):
+    totals[path][0] += float(case.get('time', 0.0))
+    for prop in case.iter('property'):
+      if prop.get('name') == 'cpu_seconds':
+        totals[path][1] += float(prop.get('value'))
+  return {name: (round(wall, 1), round(cpu, 1)) for name, (wall, cpu) in sorted(totals.items())}
+
+
+def print_cpu_table(junit_path, out=sys.stdout):
+  """Prints wall and CPU seconds per file, the most CPU first, and the totals."""
+  table = wall_and_cpu_per_file(junit_path)
+  out.write('| file | wall s | CPU s | CPU / wall |\n| --- | --- | --- | --- |\n')
+  for name, (wall, cpu) in sorted(table.items(), key=lambda item: -item[1][1]):
+    out.write('| %s | %.0f | %.0f | %.2f |\n' % (name, wall, cpu, cpu / wall if wall else 0.0))
+  wall = sum(w for w, _ in table.values())
+  cpu = sum(c for _, c in table.values())
+  out.write('| all %d files | %.0f | %.0f | %.2f |\n' % (len(table), wall, cpu,
+                                                         cpu / wall if wall else 0.0))
 
 
 def seconds_per_file(junit_path):
@@ -81,8 +124,11 @@ def _write(table, path):
 
 
 def main(argv):
+  if len(argv) == 3 and argv[1] == '--cpu':
+    print_cpu_table(argv[2])
+    return
   if len(argv) != 2:
-    sys.exit('usage: tools/file_seconds.py JUNIT_XML')
+    sys.exit('usage: tools/file_seconds.py [--cpu] JUNIT_XML')
   files = seconds_per_file(argv[1])
   _write(files, _FILE_TABLE)
   tests = seconds_per_test(argv[1])

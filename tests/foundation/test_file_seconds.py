@@ -1,12 +1,18 @@
 """tools/file_seconds.py and the suite's longest-files-first order."""
 
+import io
 import json
+import os
+import subprocess
 import sys
 
 import pytest
 
 from tests import conftest
+from tests import cpu_seconds
 from tools import file_seconds
+
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 _REPORT = '''<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest">
@@ -97,6 +103,68 @@ def test_longest_files_start_first_and_tests_keep_their_order_in_a_file(tmp_path
   assert [i.nodeid for i in items] == [
       'tests/c.py::t9', 'tests/b.py::t2', 'tests/b.py::t1',
       'tests/a.py::t1', 'tests/a.py::t0', 'tests/d.py::t1']
+
+
+_CPU_REPORT = '''<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest">
+<testcase classname="tests.trainer.test_cluster_faults" name="test_a" time="60.0">
+<properties><property name="cpu_seconds" value="12.50"/></properties></testcase>
+<testcase classname="tests.trainer.test_cluster_faults" name="test_b" time="40.0">
+<properties><property name="cpu_seconds" value="7.50"/></properties></testcase>
+<testcase classname="tests.compat.test_compat" name="test_c" time="30.0">
+<properties><property name="cpu_seconds" value="45.00"/></properties></testcase>
+<testcase classname="tests.test_build_targets" name="test_d" time="2.0"/>
+</testsuite></testsuites>
+'''
+
+
+def test_cpu_table_sums_each_files_cpu_property_most_cpu_first(tmp_path):
+  report = tmp_path / 'suite.xml'
+  report.write_text(_CPU_REPORT)
+  assert file_seconds.wall_and_cpu_per_file(str(report)) == {
+      'tests/compat/test_compat.py': (30.0, 45.0),
+      'tests/test_build_targets.py': (2.0, 0.0),
+      'tests/trainer/test_cluster_faults.py': (100.0, 20.0),
+  }
+  out = io.StringIO()
+  file_seconds.print_cpu_table(str(report), out)
+  rows = out.getvalue().splitlines()[2:]
+  assert rows == ['| tests/compat/test_compat.py | 30 | 45 | 1.50 |',
+                  '| tests/trainer/test_cluster_faults.py | 100 | 20 | 0.20 |',
+                  '| tests/test_build_targets.py | 2 | 0 | 0.00 |',
+                  '| all 3 files | 132 | 65 | 0.49 |']
+
+
+def test_the_suite_records_each_tests_cpu_seconds_its_processes_included(tmp_path):
+  # A real pytest run with the suite's plugin: a test whose child process
+  # spins for about a second of CPU, and one that sleeps as long.
+  tests_dir = tmp_path / 'cases'
+  tests_dir.mkdir()
+  (tests_dir / 'test_spin.py').write_text(
+      'import subprocess, sys, time\n'
+      'def test_child_spins():\n'
+      '  subprocess.run([sys.executable, "-c", "import time\\n'
+      't = time.process_time()\\nwhile time.process_time() - t < 1.0: pass"], check=True)\n'
+      'def test_sleeps():\n'
+      '  time.sleep(1.0)\n')
+  report = tmp_path / 'suite.xml'
+  result = subprocess.run(
+      [sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', '-p', 'tests.cpu_seconds',
+       '--rootdir', str(tmp_path), '--junitxml=%s' % report, str(tests_dir)],
+      cwd=str(tmp_path), capture_output=True, text=True, timeout=300,
+      env=dict(os.environ, PYTHONPATH=_REPO_ROOT))
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  cpu = {test: float(prop.get('value'))
+         for _, test, case in file_seconds._testcases(str(report))
+         for prop in case.iter('property') if prop.get('name') == 'cpu_seconds'}
+  assert set(cpu) == {'test_child_spins', 'test_sleeps'}, cpu
+  # The child's second of CPU counts (plus its interpreter's start-up); the
+  # sleep costs next to none.
+  assert 1.0 <= cpu['test_child_spins'] < 3.0, cpu
+  assert cpu['test_sleeps'] < 0.2, cpu
+  # The suite's conftest carries the same hooks.
+  assert conftest.pytest_runtest_makereport is cpu_seconds.pytest_runtest_makereport
+  assert conftest.pytest_runtest_setup is cpu_seconds.pytest_runtest_setup
 
 
 if __name__ == '__main__':
