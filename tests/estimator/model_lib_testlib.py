@@ -1,4 +1,4 @@
-"""The small SSD pipeline config the model_lib tests train and evaluate."""
+"""The small SSD pipeline config that the model_lib and both-paths tests train and evaluate."""
 
 import os
 
@@ -8,11 +8,20 @@ _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__f
 SSD_CONFIG = os.path.join(_REPO_ROOT, 'configs', 'ssd_shapes.config')
 
 
-def write_small_config(directory, data, num_steps=3):
-  """configs/ssd_shapes.config pointed at `data`, batch 2; returns its path."""
+def small_config(data, num_steps=3, batch_size=2):
+  """configs/ssd_shapes.config pointed at `data`, depth multiplier 0.25, eval batch 1.
+
+  Args:
+    data: the dict of `tools.create_shapes_tf_record.create_shapes_dataset`.
+    num_steps: `train_config.num_steps`.
+    batch_size: `train_config.batch_size`.
+
+  Returns:
+    The `TrainEvalPipelineConfig`, for the caller to change further.
+  """
   pipeline = config_util.load_pipeline_config(SSD_CONFIG)
   config_util.apply_overrides(pipeline, overrides={
-      'train_config.batch_size': 2,
+      'train_config.batch_size': batch_size,
       'train_config.num_steps': num_steps,
       'train_input_reader.tf_record_input_reader.input_path': [data['train_pattern']],
       'train_input_reader.label_map_path': data['label_map_path'],
@@ -25,4 +34,9 @@ def write_small_config(directory, data, num_steps=3):
   eval_input.tf_record_input_reader.input_path.append(data['val_pattern'])
   eval_input.label_map_path = data['label_map_path']
   pipeline.model.ssd.feature_extractor.depth_multiplier = 0.25
-  return config_util.save_pipeline_config(pipeline, directory)
+  return pipeline
+
+
+def write_small_config(directory, data, num_steps=3):
+  """`small_config` at batch 2, saved in `directory`; returns its path."""
+  return config_util.save_pipeline_config(small_config(data, num_steps), directory)

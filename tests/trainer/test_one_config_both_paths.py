@@ -18,6 +18,7 @@ import tensorflow as tf
 from builders import optimizer_builder
 from core import config_util
 from tests import test_util
+from tests.estimator import model_lib_testlib
 from tools import create_shapes_tf_record
 from trainer import estimator as tfe
 from trainer import model_lib
@@ -25,7 +26,6 @@ from trainer import model_lib
 tf.compat.v1.disable_eager_execution()
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SSD_CONFIG = os.path.join(REPO_ROOT, 'configs', 'ssd_shapes.config')
 BASE_LEARNING_RATE = 0.002
 BATCH_SIZE = 4
 REFERENCE_BATCH_SIZE = 2
@@ -38,20 +38,7 @@ def config_path(tmp_path_factory):
   directory = str(tmp_path_factory.mktemp('both_paths'))
   data = create_shapes_tf_record.create_shapes_dataset(
       os.path.join(directory, 'data'), num_train=8, num_val=2, height=64, width=64)
-  pipeline = config_util.load_pipeline_config(SSD_CONFIG)
-  config_util.apply_overrides(pipeline, overrides={
-      'train_config.batch_size': BATCH_SIZE,
-      'train_config.num_steps': 1,
-      'train_input_reader.tf_record_input_reader.input_path': [data['train_pattern']],
-      'train_input_reader.label_map_path': data['label_map_path'],
-      'train_input_reader.num_readers': 1,
-  })
-  del pipeline.eval_input_reader[1:]
-  eval_input = pipeline.eval_input_reader[0]
-  del eval_input.tf_record_input_reader.input_path[:]
-  eval_input.tf_record_input_reader.input_path.append(data['val_pattern'])
-  eval_input.label_map_path = data['label_map_path']
-  pipeline.model.ssd.feature_extractor.depth_multiplier = 0.25
+  pipeline = model_lib_testlib.small_config(data, num_steps=1, batch_size=BATCH_SIZE)
   train_config = pipeline.train_config
   train_config.sync_replicas = True
   train_config.replicas_to_aggregate = REPLICAS_TO_AGGREGATE
