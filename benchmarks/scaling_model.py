@@ -59,8 +59,8 @@ Calibrate, then validate (`scaling_validate.py`; the file: `scaling_params.py`):
                validation set uses, and 1 worker + 1 ps async (d = its
                measured step minus the prediction without d). It computes the
                validation set's predictions from these alone, refuses when two
-               are within 1 % of each other or of a calibration cluster's,
-               and freezes parameters, predictions, model version, machine,
+               on one link are within 1 % of each other or of that link's
+               calibration cluster (identical across links), and freezes parameters, predictions, model version, machine,
                date and command into `--params_file` (atomically).
   --validate   reads that file (refusing a missing file, another model
                version, another workload, or predictions this code does not
