@@ -60,8 +60,9 @@ Calibrate, then validate (`scaling_validate.py`; the file: `scaling_params.py`):
                measured step minus the prediction without d). It computes the
                validation set's predictions from these alone, refuses when two
                on one link are within 1 % of each other or of that link's
-               calibration cluster (identical across links), and freezes parameters, predictions, model version, machine,
-               date and command into `--params_file` (atomically).
+               calibration cluster (identical across links), and freezes
+               parameters, predictions, model version, machine, date and
+               command into `--params_file` (atomically).
   --validate   reads that file (refusing a missing file, another model
                version, another workload, or predictions this code does not
                reproduce), refits nothing, runs the validation set (1w+2ps,
@@ -254,6 +255,9 @@ def calibrate_and_validate(path, quick):
   from benchmarks import scaling_validate  # noqa: PLC0415
   calibrate = FLAGS.calibrate or (quick and not FLAGS.validate)
   validate = FLAGS.validate or (quick and not FLAGS.calibrate)
+  if calibrate and validate and not quick:
+    raise app.UsageError('--calibrate and --validate together only with --quick: commit the '
+                         'calibration file, then run --validate')
   _check_settings()
   harness = scaling_validate.Harness(FLAGS.warmup, FLAGS.steps, FLAGS.timeout, FLAGS.ps_strategy)
   variables = net_variables(FLAGS.net, FLAGS.image_size, distributed.NUM_CLASSES)
@@ -267,6 +271,10 @@ def calibrate_and_validate(path, quick):
                                  variables, quick=quick)
     if validate:
       params = scaling_params.read_params(path)
+      if not quick:
+        revision = scaling_params.committed_revision(path)
+        print('%s: %s' % (path, 'committed in %s' % revision if revision
+                          else 'git cannot say whether it is committed'))
       if any(row['network'] == 'netns' for row in params.get('predictions', [])):
         _check_netns('%s holds netns configurations' % path)
       scaling_validate.validate(path, harness, FLAGS.repeats, _workload(), variables,

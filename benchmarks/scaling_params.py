@@ -135,6 +135,36 @@ def read_params(path):
   return params
 
 
+def committed_revision(path):
+  """The commit that last changed `path`, checked to hold exactly what is on disk.
+
+  Returns:
+    the short commit hash, or None where git cannot say (no git, not a repository).
+
+  Raises:
+    ParamsError: naming `path`, when git tracks nothing of it or it differs
+      from the committed version (a validation must run on a committed file).
+  """
+  import subprocess  # noqa: PLC0415
+  folder, name = os.path.split(os.path.abspath(path))
+
+  def git(*args):
+    return subprocess.run(['git', '-C', folder] + list(args), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=30, check=False)
+  try:
+    if git('rev-parse', '--is-inside-work-tree').returncode:
+      return None
+    tracked = git('ls-files', '--error-unmatch', '--', name).returncode == 0
+    changed = git('diff', '--quiet', 'HEAD', '--', name).returncode != 0
+    revision = git('log', '-1', '--format=%h', '--', name).stdout.strip()
+  except (OSError, subprocess.TimeoutExpired):
+    return None
+  if not tracked or changed or not revision:
+    raise ParamsError('%s is not committed as it is on disk: commit the calibration before '
+                      'validating (the predictions must be fixed before the run)' % path)
+  return revision
+
+
 def check_workload(params, workload, path):
   """Raises ParamsError naming the first flag whose value differs from the calibration's.
 

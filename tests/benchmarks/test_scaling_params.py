@@ -8,6 +8,7 @@ file byte-identical, the same-machine arithmetic and the verdict rule.
 import io
 import json
 import os
+import subprocess
 import sys
 
 import pytest
@@ -195,6 +196,23 @@ def test_same_machine_step_adds_the_calibrated_costs_and_takes_the_larger_bound(
 
 def test_tc_bandwidth_is_the_payload_share_of_the_rate():
   assert scaling_equations.tc_bandwidth(200) == pytest.approx(25e6 * 1448 / 1514)
+
+
+def test_validation_needs_the_file_committed_as_it_is_on_disk(tmp_path):
+  def git(*args):
+    subprocess.run(['git', '-C', str(tmp_path)] + list(args), check=True,
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+  git('init', '-q')
+  path = str(tmp_path / 'params.json')
+  scaling_params.write_params(path, {'a': 1})
+  with pytest.raises(scaling_params.ParamsError, match='params.json is not committed'):
+    scaling_params.committed_revision(path)
+  git('add', 'params.json')
+  git('-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-q', '-m', 'calibration')
+  assert scaling_params.committed_revision(path)
+  scaling_params.write_params(path, {'a': 2})  # changed after the commit
+  with pytest.raises(scaling_params.ParamsError, match='not committed'):
+    scaling_params.committed_revision(path)
 
 
 def test_write_params_replaces_the_file_atomically(tmp_path):
