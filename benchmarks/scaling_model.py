@@ -263,7 +263,8 @@ def calibrate_and_validate(path, quick):
   variables = net_variables(FLAGS.net, FLAGS.image_size, distributed.NUM_CLASSES)
   try:
     if calibrate:
-      networks = ['loopback'] + (['netns'] if FLAGS.netns else [])
+      # A --quick --netns run validates namespace rows only: it calibrates no loopback.
+      networks = (['netns'] if quick else ['loopback', 'netns']) if FLAGS.netns else ['loopback']
       if FLAGS.netns:
         _check_netns('--netns')
       scaling_validate.calibrate(path, networks, harness, FLAGS.repeats, _workload(),

@@ -32,6 +32,12 @@ _CALIBRATED = r'^%s: [0-9.]+ GB/s, [0-9]+ us round trip, [0-9.]+ us per tensor, 
               r'extra ps task; per-step cost [0-9.]+ ms$'
 
 
+def _calibration_runs(stdout):
+  """Names of what ran before the parameter file was written (the progress lines)."""
+  before = stdout.split('\nwrote ', 1)[0]
+  return re.findall(r'^  repeat 1 (.+?) +[0-9.]+$', before, re.M)
+
+
 def _assert_validation(stdout, expected):
   """The frozen predictions and the validation rows of a quick run agree with each other.
 
@@ -71,6 +77,9 @@ def test_scaling_model_quick_calibrates_then_validates_a_loopback_cluster():
   assert re.search(r'^tables: assumed link figures .* not the calibrated ', stdout, re.M), (
       stdout[-3000:])
   # Calibration: the link probe, compute alone and 1 worker + 1 ps, then the file.
+  assert _calibration_runs(stdout) == [
+      'link probe, loopback (MB/s)', 'compute, 1 at once', '1 worker + 1 ps, async, loopback'], (
+          stdout[-3000:])
   assert re.search(_CALIBRATED % 'loopback', stdout, re.M), stdout[-3000:]
   assert re.search(r'^wrote \S+scaling_params.json \(model version \d+\)$', stdout, re.M), (
       stdout[-3000:])
@@ -94,10 +103,13 @@ def test_scaling_model_quick_validates_across_namespaces_and_a_tc_limited_link()
   from tests import netns_fixture  # noqa: PLC0415  (imports TensorFlow)
   netns_fixture.skip_unless_available()
   stdout = run_quick('benchmarks.scaling_model', '--netns')
-  # Both networks calibrated (link probe and 1 worker + 1 ps); the rows are the
-  # namespace cluster with and without a 200 Mbit token bucket on every link.
-  for network in ('loopback', 'netns'):
-    assert re.search(_CALIBRATED % network, stdout, re.M), stdout[-3000:]
+  # The namespaces calibrated (link probe and 1 worker + 1 ps; loopback is the other
+  # test's); the rows are the namespace cluster with and without a 200 Mbit token
+  # bucket on every link.
+  assert _calibration_runs(stdout) == [
+      'link probe, netns (MB/s)', 'compute, 1 at once', '1 worker + 1 ps, async, netns'], (
+          stdout[-3000:])
+  assert re.search(_CALIBRATED % 'netns', stdout, re.M), stdout[-3000:]
   _assert_validation(stdout, [(1, 2, 'async', 'netns'), (1, 2, 'async', 'netns tc 200 Mbit')])
   rates = {row[3]: float(row[4]) for row in _VALIDATION_ROW.findall(stdout)}
   # 200 Mbit is far below a veth link's rate: the limited link predicts less.
