@@ -162,30 +162,16 @@ def calibrate(path, networks, harness, repeats, workload, command, variables, qu
         file=out, flush=True)
   results = bench_util.repeat_variants(
       _calibration_variants(networks, counts, harness, links), repeats, out=out)
-  batch = workload['batch_size']
-  parameters = {
-      'cores': workload['cores'],
-      'compute_s': {str(n): batch / bench_util.median(results['compute, %d at once' % n])
-                    for n in counts},
-      'links': {n: _median_link(links[n]) for n in networks},
-      'per_step_s': {n: 0.0 for n in networks},
-      'tc_payload_share': scaling_equations.TC_PAYLOAD_SHARE,
-  }
   params = {'model_version': scaling_params.MODEL_VERSION, 'written_utc': scaling_params.now_utc(),
             'command': command, 'machine': machine, 'repeats': repeats, 'quick': quick,
             'workload': {k: workload[k] for k in scaling_params.WORKLOAD_FLAGS},
-            'calibration_set': list(results), 'parameters': parameters,
+            'calibration_set': list(results),
+            'parameters': _parameters(results, links, counts, networks, workload),
             'measurements': {'links': links, 'rates_examples_per_s': results}}
   predictor = scaling_params.Predictor(params, variables)
-  # per_step_s is still 0 here: the step predicted without it. A negative difference
-  # (the model without d already too slow) is kept in the measurements, d set to 0.
-  params['measurements']['per_step_unclamped_s'] = unclamped = {}
-  for config in calibration_configs(networks):
-    measured_step = batch / bench_util.median(results[scaling_params.config_name(config)])
-    unclamped[config.network] = measured_step - predictor.step(config)[0]
-  parameters['per_step_s'].update({n: max(0.0, d) for n, d in unclamped.items()})
+  _set_per_step_costs(params, predictor, results, networks)
   params['predictions'] = scaling_params.predictions(predictor, configs)
-  _print_parameters(parameters, out)
+  _print_parameters(params['parameters'], out)
   _print_predictions(params['predictions'], out)
   _distinct_or_refuse(params['predictions'], scaling_params.predictions(
       predictor, calibration_configs(networks)), quick, out)
@@ -193,6 +179,34 @@ def calibrate(path, networks, harness, repeats, workload, command, variables, qu
   print('wrote %s (model version %d)' % (path, scaling_params.MODEL_VERSION), file=out,
         flush=True)
   return params
+
+
+def _parameters(results, links, counts, networks, workload):
+  """The file's parameters from the calibration's results, per-step costs still 0."""
+  batch = workload['batch_size']
+  return {
+      'cores': workload['cores'],
+      'compute_s': {str(n): batch / bench_util.median(results['compute, %d at once' % n])
+                    for n in counts},
+      'links': {n: _median_link(links[n]) for n in networks},
+      'per_step_s': {n: 0.0 for n in networks},
+      'tc_payload_share': scaling_equations.TC_PAYLOAD_SHARE,
+  }
+
+
+def _set_per_step_costs(params, predictor, results, networks):
+  """Sets d per network: the calibration cluster's measured step minus its prediction.
+
+  `predictor` reads params, whose per_step_s are still 0, so it predicts the
+  step without d. A negative difference (the model already too slow without
+  d) is kept under measurements; d is then 0.
+  """
+  batch = params['workload']['batch_size']
+  unclamped = params['measurements']['per_step_unclamped_s'] = {}
+  for config in calibration_configs(networks):
+    measured_step = batch / bench_util.median(results[scaling_params.config_name(config)])
+    unclamped[config.network] = measured_step - predictor.step(config)[0]
+  params['parameters']['per_step_s'].update({n: max(0.0, d) for n, d in unclamped.items()})
 
 
 def _distinct_or_refuse(rows, calibration_rows, quick, out):
