@@ -64,8 +64,9 @@ Calibrate, then validate (`scaling_validate.py`; the file: `scaling_params.py`):
                parameters, predictions, model version, machine, date and
                command into `--params_file` (atomically).
   --validate   reads that file (refusing a missing file, another model
-               version, another workload, or predictions this code does not
-               reproduce), refits nothing, runs the validation set (1w+2ps,
+               version, another workload, a file not committed as it is on
+               disk, or predictions this code does not reproduce), refits
+               nothing, runs the validation set (1w+2ps,
                2w+1ps, 2w+2ps, 3w+2ps, 4w+2ps; sync and async; loopback,
                netns, and netns with every link limited to 200 Mbit by tc)
                `--repeats` times (default 5, alternating) and judges each row
