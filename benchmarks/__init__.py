@@ -12,9 +12,11 @@ Map:
 * `gpu_check.py` (`gpu_check.sh`): the whole GPU check in one command, at most 9
   minutes, with a CPU `--dry-run`; its training steps are in `gpu_check_steps.py`.
 * `scaling_model.py`: predicts ps / all-reduce scaling from variable sizes, compute
-  time and link speed; checked against real loopback clusters by
-  `scaling_check.py` (`scaling_model --check`: 1-3 workers x 1-2 ps, loopback
-  or one network namespace per task).
+  time and link speed (equations in `scaling_equations.py`); `--calibrate` freezes
+  this machine's parameters into `scaling_params.json` (`scaling_params.py`) and
+  `--validate` compares real clusters with the frozen predictions
+  (`scaling_validate.py`; clusters, link probes and `tc` limits in `scaling_check.py`:
+  1-4 workers x 1-2 ps, loopback or one network namespace per task).
 * `bench_util.py`: the timing protocol, tables, synthetic data and models they share.
 """
 

@@ -1,20 +1,18 @@
-r"""The scaling model's check: predicted vs measured rates of real clusters on this machine.
+r"""The scaling model's harness: real clusters, link probes and compute runs on this machine.
 
-`benchmarks.scaling_model --check` runs, for 1-3 workers x 1-2 ps, async and
-sync, one process per task (a `tf.distribute.Server` each, the ps/worker task
-programs of `run_task`, timing and ports as in `benchmarks.distributed`) on
-loopback and, with `--netns`, with every task in its own network namespace on
-a bridge (`deployment.netns`, veth links). What the prediction is given is
-measured here too: the link (bandwidth, round trip and per-tensor cost of TF's
-own gRPC runtime between two tasks, `measure_link`; between two namespaces for
-the netns rows) and the compute time per step of N single-process trainers
-running at once (`--compute_only` task processes), alternating with the
-clusters inside each repeat.
+What `benchmarks.scaling_validate` runs to calibrate and to validate the
+model (`benchmarks.scaling_model --calibrate / --validate`): one process per
+task (a `tf.distribute.Server` each, the ps/worker task programs of
+`run_task`), on loopback or with every task in its own network namespace on
+a bridge (`deployment.netns`, veth links), optionally with every host's link
+limited by a `tc` token bucket; the link probe (`measure_link`: bandwidth,
+round trip, per-tensor cost and per-ps-task cost of TF's own gRPC runtime);
+and the compute time per step of N single-process trainers running at once
+(`--compute_only` task processes).
 
-    predict = ...  # callable(workers, ps, sync, compute_s, link) -> (step s, limit)
-    rows = scaling_check.check_clusters([(2, 1, False)], predict, warmup=10,
-                                        steps=100, repeats=3, timeout=600,
-                                        ps_strategy='round_robin')
+    rate = scaling_check.cluster_rate(2, 2, sync=False, warmup=10, steps=100,
+                                      timeout=600, ps_strategy='round_robin',
+                                      use_netns=True, tc_mbit=200)
 
 Every task process is `python -m benchmarks.scaling_model` with task flags,
 which hands over to `run_task`.
@@ -36,56 +34,55 @@ from benchmarks import bench_util
 from benchmarks import distributed  # its flags: role, cluster, task, sync, net, threads, ...
 from deployment import ports as deployment_ports
 
-flags.DEFINE_bool('measure_link', False, 'Task process of --check --netns: measure the link '
-                  'to the ps of --cluster, print LINK <bytes/s> <round trip s> <per tensor s>.')
-flags.DEFINE_bool('compute_only', False, 'Task process of --check: print the single-process '
-                  'rate (RATE <examples/sec>) and exit.')
+flags.DEFINE_bool('measure_link', False, 'Task process of a netns link probe: measure the link '
+                  'to the two ps tasks of --cluster, print LINK <bytes/s> <round trip s> '
+                  '<per tensor s> <per extra ps task s>.')
+flags.DEFINE_bool('compute_only', False, 'Task process of a calibration: print the '
+                  'single-process rate (RATE <examples/sec>) and exit.')
 FLAGS = flags.FLAGS
 # The line a task program prints once it has timed its steps.
 _RATE = re.compile(r'^RATE ([0-9.]+)$', re.M)
 # The line of the netns link probe.
-_LINK = re.compile(r'^LINK ([0-9.e+-]+) ([0-9.e+-]+) ([0-9.e+-]+)$', re.M)
-
-AGREEMENT = 0.20    # predictions within +-20 % of measured
-# The cluster whose measured rate calibrates the per-step cost of a distributed
-# step (workers, ps; async); always run, never counted as checked.
-CALIBRATION = (1, 1)
+_LINK = re.compile(r'^LINK ([0-9.e+-]+) ([0-9.e+-]+) ([0-9.e+-]+) ([0-9.e+-]+)$', re.M)
+# The token bucket of a `tc`-limited link: burst and queueing bound of every veth end.
+TC_BURST = '64kb'
+TC_LATENCY = '50ms'
 
 
 def measure_link(megabytes=16, repeats=10, many=64, cluster=None):
-  """Link bandwidth (bytes/sec), round trip (sec) and per-tensor cost (sec), TF gRPC.
+  """Link figures of TF's gRPC runtime between a worker and two ps tasks.
 
-  A ps and a worker task: the worker's session pulls a `megabytes` variable
-  from the ps and pushes a tensor of that size back (assign), reads one
-  scalar, and reads `many` scalars in one step, `repeats` times each; medians.
-  The per-tensor cost is the extra time of the `many` reads over the one,
-  divided by `many - 1`.
+  The worker's session pulls a `megabytes` variable from ps 0 and pushes a
+  tensor of that size back (assign), reads one scalar, reads `many` scalars
+  in one step, and reads two scalars of ps 0, then one of each ps, in one
+  step; `repeats` times each, medians. The per-tensor cost is the extra time
+  of the `many` reads over the one, divided by `many - 1`; the per-ps-task
+  cost is the extra time of the step that reaches both ps tasks over the one
+  that reaches ps 0 alone with as many tensors (one more graph partition and
+  its calls per step).
 
   Args:
     megabytes, repeats, many: the sizes above.
-    cluster: None: both tasks are servers of this process on loopback. Else
-      {'ps': [address], 'worker': [address]}: the ps runs elsewhere (another
-      network namespace) and this process is the worker at its address.
+    cluster: None: all three tasks are servers of this process on loopback.
+      Else {'ps': [address, address], 'worker': [address]}: the ps tasks run
+      elsewhere (other network namespaces) and this process is the worker.
+
+  Returns:
+    (bytes/sec, round trip s, per tensor s, per extra ps task s).
   """
   config = bench_util.session_config(FLAGS.threads, FLAGS.threads)
   if cluster is None:
-    ports = deployment_ports.pick_unused_ports(2)
-    cluster = {'ps': ['127.0.0.1:%d' % ports[0]], 'worker': ['127.0.0.1:%d' % ports[1]]}
-    tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name='ps', task_index=0,
-                         config=config)
+    ports = deployment_ports.pick_unused_ports(3)
+    cluster = {'ps': ['127.0.0.1:%d' % p for p in ports[:2]],
+               'worker': ['127.0.0.1:%d' % ports[2]]}
+    for task in range(2):
+      tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name='ps', task_index=task,
+                           config=config)
   worker = tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name='worker',
                                 task_index=0, config=config)
   elements = megabytes * 1024 * 1024 // 4
   with tf.Graph().as_default():
-    with tf.compat.v1.device('/job:ps/task:0'):
-      big = tf.compat.v1.Variable(tf.zeros([elements]), name='big')
-      small = tf.compat.v1.Variable(0.0, name='small')
-      scalars = [tf.compat.v1.Variable(0.0, name='scalar_%d' % i) for i in range(many)]
-    with tf.compat.v1.device('/job:worker/task:0'):
-      pull = tf.reduce_sum(tf.identity(big.read_value()))
-      push = big.assign(tf.ones([elements]) * tf.cast(small.read_value(), tf.float32)).op
-      ping = tf.identity(small.read_value())
-      ping_many = tf.add_n([tf.identity(v.read_value()) for v in scalars])
+    fetches = _probe_graph(elements, many)
     init = tf.compat.v1.global_variables_initializer()
     with tf.compat.v1.Session(worker.target, config=config) as sess:
       sess.run(init)
@@ -97,28 +94,55 @@ def measure_link(megabytes=16, repeats=10, many=64, cluster=None):
           sess.run(fetch)
           times.append(time.perf_counter() - start)
         return bench_util.median(times[1:])  # the first run sets up the call
-      latency = median_secs(ping)
-      per_tensor = max(median_secs(ping_many) - latency, 0.0) / (many - 1)
-      transfer = (median_secs(pull) + median_secs(push)) / 2.0 - latency
-  return elements * 4 / max(transfer, 1e-9), latency, per_tensor
+      latency = median_secs(fetches['ping'])
+      per_tensor = max(median_secs(fetches['ping_many']) - latency, 0.0) / (many - 1)
+      transfer = (median_secs(fetches['pull']) + median_secs(fetches['push'])) / 2.0 - latency
+      per_ps = max(median_secs(fetches['two_tasks']) - median_secs(fetches['one_task']), 0.0)
+  return elements * 4 / max(transfer, 1e-9), latency, per_tensor, per_ps
+
+
+def _probe_graph(elements, many):
+  """The link probe's fetches: {'pull', 'push', 'ping', 'ping_many', 'one_task', 'two_tasks'}."""
+  with tf.compat.v1.device('/job:ps/task:0'):
+    big = tf.compat.v1.Variable(tf.zeros([elements]), name='big')
+    small = tf.compat.v1.Variable(0.0, name='small')
+    other = tf.compat.v1.Variable(0.0, name='other')
+    scalars = [tf.compat.v1.Variable(0.0, name='scalar_%d' % i) for i in range(many)]
+  with tf.compat.v1.device('/job:ps/task:1'):
+    far = tf.compat.v1.Variable(0.0, name='far')
+  with tf.compat.v1.device('/job:worker/task:0'):
+    def read(variable):
+      return tf.identity(variable.read_value())
+    return {
+        'pull': tf.reduce_sum(tf.identity(big.read_value())),
+        'push': big.assign(tf.ones([elements]) * tf.cast(small.read_value(), tf.float32)).op,
+        'ping': read(small),
+        'ping_many': tf.add_n([read(v) for v in scalars]),
+        'one_task': read(small) + read(other),
+        'two_tasks': read(small) + read(far),
+    }
 
 
 def measure_netns_link(timeout):
-  """`measure_link` between two network namespaces (a ps host and a worker host).
+  """`measure_link` between network namespaces (two ps hosts and a worker host).
+
+  Returns:
+    (bytes/sec, round trip s, per tensor s, per extra ps task s).
 
   Raises:
     RuntimeError: with the logs, when the probe gives no figures in time.
   """
   from deployment import netns  # noqa: PLC0415  (only --netns needs root and ip)
-  with netns.Network(['ps0', 'worker0']) as network, \
+  with netns.Network(['ps0', 'ps1', 'worker0']) as network, \
       tempfile.TemporaryDirectory() as log_dir:
-    cluster = network.cluster({'ps': ['ps0'], 'worker': ['worker0']})
-    processes = [_start(log_dir, 'ps0', ['--role=ps', '--cluster=' + json.dumps(cluster)],
-                        network)]
+    cluster = network.cluster({'ps': ['ps0', 'ps1'], 'worker': ['worker0']})
+    processes = [_start(log_dir, 'ps%d' % task, [
+        '--role=ps', '--task=%d' % task, '--cluster=' + json.dumps(cluster)], network)
+                 for task in range(2)]
     try:
       processes.append(_start(log_dir, 'worker0', [
           '--measure_link', '--cluster=' + json.dumps(cluster)], network))
-      figures = _wait_for_lines(processes, processes[1:], _LINK, timeout)
+      figures = _wait_for_lines(processes, processes[2:], _LINK, timeout)
       if figures is None:
         raise RuntimeError('the netns link probe gave no figures:\n%s' % _logs(processes))
       return tuple(float(f) for f in figures[0][0])
@@ -200,17 +224,29 @@ def _kill(processes):
 
 
 def cluster_rate(num_workers, num_ps, sync, warmup, steps, timeout, ps_strategy,
-                 use_netns=False):
+                 use_netns=False, tc_mbit=0):
   """Runs num_ps ps + num_workers worker processes; returns summed examples/sec.
 
   Args:
+    num_workers, num_ps: tasks of each job.
+    sync: SyncReplicasOptimizer instead of async updates.
+    warmup, steps: untimed and timed steps of every worker.
+    timeout: seconds before the tasks are killed and RuntimeError raised.
     ps_strategy: how the workers place variables on the ps tasks.
     use_netns: each task in its own network namespace (deployment/netns.py)
       instead of all on loopback.
+    tc_mbit: with use_netns, limit every host's link, both directions, to
+      this many Mbit/s (`limit_links`); 0: no limit.
+
+  Returns:
+    examples/sec of the whole cluster (the workers' rates summed).
 
   Raises:
     RuntimeError: with the task logs, when a task dies or no rate arrives in time.
+    ValueError: for tc_mbit without use_netns.
   """
+  if tc_mbit and not use_netns:
+    raise ValueError('tc_mbit=%s needs use_netns (loopback has no link to limit)' % tc_mbit)
   ps_hosts = ['ps%d' % task for task in range(num_ps)]
   worker_hosts = ['worker%d' % task for task in range(num_workers)]
   if not use_netns:
@@ -221,7 +257,38 @@ def cluster_rate(num_workers, num_ps, sync, warmup, steps, timeout, ps_strategy,
   from deployment import netns  # noqa: PLC0415  (only --netns needs root and ip)
   with netns.Network(ps_hosts + worker_hosts) as network:
     cluster = network.cluster({'ps': ps_hosts, 'worker': worker_hosts})
+    if tc_mbit:
+      limit_links(network, tc_mbit)
     return _cluster_rate(cluster, network, sync, warmup, steps, timeout, ps_strategy)
+
+
+def limit_links(network, rate_mbit):
+  """Limits every host's link of `network` to `rate_mbit` Mbit/s in each direction.
+
+  A `tc` token bucket (tbf) on both veth ends of each host: `eth0` in the
+  host's namespace (what it sends) and its bridge port in the hub namespace
+  (what it receives). They go with the namespaces when the network closes.
+
+  Args:
+    network: a created `deployment.netns.Network`.
+    rate_mbit: the rate (10^6 bits/sec).
+
+  Raises:
+    RuntimeError: naming the command, when `tc` fails or is missing.
+  """
+  for host in network.hosts:
+    for namespace, device in ((network.namespace(host), 'eth0'),
+                              (network.hub, network.switch_port(host))):
+      command = ['tc', '-n', namespace, 'qdisc', 'add', 'dev', device, 'root', 'tbf',
+                 'rate', '%gmbit' % rate_mbit, 'burst', TC_BURST, 'latency', TC_LATENCY]
+      try:
+        result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, timeout=30, check=False)
+      except (OSError, subprocess.TimeoutExpired) as e:
+        raise RuntimeError('`%s` failed: %s' % (' '.join(command), e)) from e
+      if result.returncode:
+        raise RuntimeError('`%s` exited %d: %s' % (' '.join(command), result.returncode,
+                                                   result.stderr.strip()))
 
 
 def _cluster_rate(cluster, network, sync, warmup, steps, timeout, ps_strategy):
@@ -272,95 +339,6 @@ def concurrent_compute_rate(processes, warmup, steps, timeout):
       _kill(running)
 
 
-def check_clusters(configurations, predict, warmup, steps, repeats, timeout, ps_strategy,
-                   use_netns=False, out=sys.stdout):
-  """Predicts and measures every (workers, ps, sync); prints the comparison.
-
-  Each configuration runs on loopback and, with `use_netns`, also with every
-  task in its own network namespace (alternating inside each repeat); each is
-  predicted from the link figures measured on the same kind of network.
-
-  Args:
-    configurations: [(workers, ps, sync)].
-    predict: callable(workers, ps, sync, compute_s, link, overhead_s) ->
-      (seconds per worker step, what limits it), where compute_s maps N to
-      the compute time per step of N trainers running at once (N = 1 always
-      measured), link is (bytes/sec, round trip s, per tensor s) and
-      overhead_s the per-step cost of a distributed step that the link
-      figures miss, calibrated on the CALIBRATION cluster (added to the list
-      when missing) as its measured step minus its prediction without it.
-    ps_strategy: how the workers place variables on the ps tasks.
-
-  Returns:
-    list of (workers, ps, sync, network, predicted ex/s, [measured ex/s per repeat]),
-    network being 'loopback' or 'netns'.
-  """
-  links = {'loopback': measure_link()}
-  if use_netns:
-    links['netns'] = measure_netns_link(timeout)
-  for network, (bandwidth, latency, per_tensor) in links.items():
-    print('\n%s: %.2f GB/s, %.0f us round trip, %.0f us per tensor (TF gRPC, measured)'
-          % (network, bandwidth / 1e9, latency * 1e6, per_tensor * 1e6), file=out)
-  print('%d cores; %s %dx%d, batch %d per worker, %d thread(s) per task; %d warm-up + %d '
-        'timed steps x %d repeats' % (os.cpu_count() or 1, FLAGS.net, FLAGS.image_size,
-                                      FLAGS.image_size, FLAGS.batch_size, FLAGS.threads,
-                                      warmup, steps, repeats), file=out, flush=True)
-  variants, names = {}, {}
-  if CALIBRATION + (False,) not in configurations:
-    configurations = [CALIBRATION + (False,)] + list(configurations)
-  for count in sorted({1} | {workers for workers, _, _ in configurations}):
-    variants['compute, %d at once' % count] = (
-        lambda n=count: concurrent_compute_rate(n, warmup, steps, timeout))
-  for workers, num_ps, sync in configurations:
-    for network in links:
-      name = '%d worker(s) + %d ps, %s, %s' % (workers, num_ps, 'sync' if sync else 'async',
-                                                network)
-      names[name] = (workers, num_ps, sync, network)
-      variants[name] = (lambda w=workers, m=num_ps, s=sync, n=network: cluster_rate(
-          w, m, s, warmup, steps, timeout, ps_strategy, use_netns=n == 'netns'))
-  results = bench_util.repeat_variants(variants, repeats, out=out)
-  compute_s = {}
-  for name in [n for n in results if n.startswith('compute, ')]:
-    count = int(name.split()[1])
-    compute_s[count] = FLAGS.batch_size / bench_util.median(results.pop(name))
-  print('compute per step, N trainers at once: %s' % ', '.join(
-      'N=%d %.2f ms' % (n, 1e3 * t) for n, t in sorted(compute_s.items())), file=out)
-  overheads = {}
-  for network, link in links.items():
-    measured = results['%d worker(s) + %d ps, async, %s' % (CALIBRATION + (network,))]
-    step, _ = predict(*CALIBRATION, False, compute_s, link, 0.0)
-    overheads[network] = max(0.0, FLAGS.batch_size / bench_util.median(measured) - step)
-  print('per-step cost of a distributed step beyond the link figures, calibrated on %d '
-        'worker + %d ps async: %s' % (CALIBRATION + (', '.join(
-            '%s %.2f ms' % (n, 1e3 * t) for n, t in overheads.items()),)), file=out)
-  return _compare(results, names, links, compute_s, overheads, predict, out)
-
-
-def _compare(results, names, links, compute_s, overheads, predict, out):
-  """Prints predicted vs measured per configuration; returns check_clusters' rows."""
-  print('| workers | ps | mode | network | predicted ex/s | limited by | measured ex/s '
-        '(min..max) | predicted / measured | within +-20 % |', file=out)
-  print('| ---: | ---: | --- | --- | ---: | --- | ---: | ---: | --- |', file=out)
-  rows, agree = [], 0
-  for name, measured in results.items():
-    workers, num_ps, sync, network = names[name]
-    step, limit = predict(workers, num_ps, sync, compute_s, links[network], overheads[network])
-    predicted = workers * FLAGS.batch_size / step
-    ratio = predicted / bench_util.median(measured)
-    calibration = (workers, num_ps) == CALIBRATION and not sync
-    within = abs(ratio - 1.0) <= AGREEMENT
-    agree += within and not calibration
-    print('| %d | %d | %s | %s | %.1f | %s | %.1f (%.1f..%.1f) | %.2f | %s |' % (
-        workers, num_ps, 'sync' if sync else 'async', network, predicted, limit,
-        bench_util.median(measured), min(measured), max(measured), ratio,
-        'calibration' if calibration else 'yes' if within else 'NO'), file=out)
-    rows.append((workers, num_ps, sync, network, predicted, measured))
-  checked = len([r for r in rows if (r[0], r[1]) != CALIBRATION or r[2]])
-  print('ratio predicted/measured within +-20 %%: %d of %d configurations'
-        % (agree, checked), file=out, flush=True)
-  return rows
-
-
 def run_task(ps_strategy):
   """Runs the task program the flags ask for (--role, --measure_link, --compute_only).
 
@@ -375,7 +353,7 @@ def run_task(ps_strategy):
     run_worker(json.loads(FLAGS.cluster), FLAGS.task, FLAGS.sync, FLAGS.warmup, FLAGS.steps,
                ps_strategy)
   elif FLAGS.measure_link:
-    print('LINK %r %r %r' % measure_link(cluster=json.loads(FLAGS.cluster)), flush=True)
+    print('LINK %r %r %r %r' % measure_link(cluster=json.loads(FLAGS.cluster)), flush=True)
   elif FLAGS.compute_only:
     print('RATE %.3f' % distributed.single_process_rate(FLAGS.warmup, FLAGS.steps), flush=True)
   else:

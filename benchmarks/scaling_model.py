@@ -1,11 +1,11 @@
-r"""A scaling model for parameter-server and all-reduce training, checked on real clusters.
+r"""A scaling model for parameter-server and all-reduce training, calibrated and validated.
 
 Given how many bytes of variables each ps task holds (placed exactly as
 `model_deploy` places them, by `deployment.device_setters.PSDeviceChooser`
 with the chosen `ps_strategy`), the compute time of one worker step, and a
 link's bandwidth and latency, it predicts steps/sec and scaling efficiency
 (compute time / predicted step time) for N workers x M ps and for replicated
-all-reduce on one machine:
+all-reduce on one machine (the equations live in `scaling_equations.py`):
 
   per step a worker pulls every trainable variable (D bytes) and pushes one
   gradient per trainable variable plus the batch-norm statistics (U bytes);
@@ -28,37 +28,64 @@ latency, o `--tensor_overhead_us`. Both phases of a worker are counted as not
 overlapping compute: TF's ps graphs read variables before the forward pass and
 send gradients after the backward pass.
 
-Check (`--check`, benchmarks/scaling_check.py): real clusters of 1-3 workers
-x 1-2 ps, async and sync, run on this machine (loopback, and with `--netns`
-also with every task in its own network namespace); each is predicted from
-B, L and o measured with TF's own gRPC runtime on the same kind of network and
-from the compute time per step of N trainers running at once. Two terms apply
-to the check only:
+Same machine (model version `scaling_params.MODEL_VERSION`). Real clusters of
+this project run every task on this one machine, on loopback or with every
+task in its own network namespace (veth links to a bridge). For them a worker
+step is the T above plus
 
-  d   the per-step cost of a distributed step that B, L and o miss (the
-      master's per-step work, a graph partition run per task), calibrated on
-      1 worker + 1 ps as its measured step minus its prediction, added to
-      every worker step (t_c + d);
-  all tasks share this machine's C cores, so a step is also at least
+  d            the per-step cost of a distributed step that B, L and o miss
+               (the master's per-step work, a graph partition run per task);
+  (M - 1) p    p the cost of each ps task beyond the first (one more
+               partition and its calls per step);
 
-      N (t_1 + d + 2 ((D + U) / B + n o + R L)) / C
+and, because all tasks share the machine's C cores, at least
 
-      with t_1 one trainer's compute alone, 2 for both ends of a transfer and
-      R = 2 M round trips (a pull and a push to each of the M ps tasks), 2
-      more for sync (the token and the step).
+      N (t_1 + d + (M - 1) p + 2 ((D + U) / B + n o + R L)) / C
 
-Reported: predicted vs measured examples/sec, which bound set the prediction,
-and whether they agree within +-20 % (the calibration cluster not counted).
-The tables (separate machines) use neither term.
+with t_1 one trainer's compute alone, 2 for both ends of a transfer and
+R = 2 M round trips (a pull and a push to each ps), 2 more for sync. A link
+limited by `tc` (a token bucket of rate r on both veth ends of every host)
+enters as B = min(B, r x 1448 / 1514) in the transfers (the TCP payload
+share of a 1500-byte-MTU Ethernet frame; the bucket counts whole frames),
+not in the shared-cores bound, which counts CPU work.
+
+Calibrate, then validate (`scaling_validate.py`; the file: `scaling_params.py`):
+
+  --calibrate  runs ONLY the calibration set: per network, the link probe
+               (B, L, o, and p from a step reaching two ps tasks against one
+               reaching one ps task with as many tensors: its own
+               microbenchmark, no cluster), the compute time per step t_c(N)
+               of N single-process trainers at once for every N the
+               validation set uses, and 1 worker + 1 ps async (d = its
+               measured step minus the prediction without d). It computes the
+               validation set's predictions from these alone, refuses when two
+               on one link are within 1 % of each other or of that link's
+               calibration cluster (identical across links), and freezes
+               parameters, predictions, model version, machine, date and
+               command into `--params_file` (atomically).
+  --validate   reads that file (refusing a missing file, another model
+               version, another workload, a file not committed as it is on
+               disk, or predictions this code does not reproduce), refits
+               nothing, runs the validation set (1w+2ps,
+               2w+1ps, 2w+2ps, 3w+2ps, 4w+2ps; sync and async; loopback,
+               netns, and netns with every link limited to 200 Mbit by tc)
+               `--repeats` times (default 5, alternating) and judges each row
+               by bench_util's rule: met only when every repeat is within
+               +-20 % of the prediction, missed when none is, else not
+               resolved.
+
+The tables (one machine per task on 10-100 Gbit links) do not use the
+calibrated file: its figures are this machine's loopback or veth links and
+shared cores; the tables print that line.
 
 Tables: ResNet-50 v1 (ImageNet, 1000 classes) and the shapes SSD
 (configs/ssd_shapes.config) at 8/32/128 workers on 10/25/100 Gbit links, and
 the smallest ps count that keeps a worker's step below 110 % of its compute.
 
-    python -m benchmarks.scaling_model --quick          # smoke run, ~1 min
-    python -m benchmarks.scaling_model                  # tables only
-    python -m benchmarks.scaling_model --check          # + loopback check
-    python -m benchmarks.scaling_model --check --netns  # + the same across namespaces
+    python -m benchmarks.scaling_model --quick     # smoke: tables, calibrate + validate (temp file)
+    python -m benchmarks.scaling_model             # tables only
+    python -m benchmarks.scaling_model --calibrate --netns   # writes benchmarks/scaling_params.json
+    python -m benchmarks.scaling_model --validate            # reads it; 5 repeats
     python -m benchmarks.scaling_model --resnet_compute_ms=120 --link_gbps=25
 
 The model is first order: no stragglers, no ps-side compute, no
@@ -68,26 +95,39 @@ variables say otherwise.
 
 import os
 import sys
+import tempfile
 
 from absl import app
 from absl import flags
 from absl import logging
 import tensorflow as tf
-import tf_slim as slim
 
 from benchmarks import distributed  # its flags: quick, role, cluster, task, sync, net, ...
 from benchmarks import scaling_check
+from benchmarks import scaling_params
+from benchmarks.scaling_equations import Shards  # noqa: F401  (the model's names, here too)
+from benchmarks.scaling_equations import model_variables
+from benchmarks.scaling_equations import net_variables
+from benchmarks.scaling_equations import predict_allreduce
+from benchmarks.scaling_equations import predict_ps
+from benchmarks.scaling_equations import shard_traffic
+from benchmarks.scaling_equations import shared_cores_step  # noqa: F401
 
-flags.DEFINE_bool('check', False, 'Also run the loopback check (real processes); with '
-                  '--netns, each configuration also with every task in its own network '
-                  'namespace (deployment/netns.py; needs root and `ip`).')
+flags.DEFINE_bool('calibrate', False, 'Run the calibration set only (link probes, compute of '
+                  'N trainers at once, 1 worker + 1 ps async per network) and freeze every '
+                  'parameter and the validation predictions into --params_file; with --netns '
+                  'also across network namespaces (needs root, `ip` and `tc`).')
+flags.DEFINE_bool('validate', False, 'Run the validation set frozen in --params_file (never '
+                  'writes it) and judge every configuration over --repeats repeats.')
+flags.DEFINE_string('params_file', None, 'The frozen parameter file; default '
+                    'benchmarks/scaling_params.json (with --quick: a temporary file).')
 flags.DEFINE_list('link_gbps', ['10', '25', '100'], 'Link line rates of the tables (Gbit/s).')
 flags.DEFINE_list('table_workers', ['8', '32', '128'], 'Worker counts of the tables.')
 flags.DEFINE_list('table_ps', ['1', '2', '4', '8', '16', '32'], 'ps counts of the tables.')
 flags.DEFINE_float('link_efficiency', 0.8, 'Share of the line rate gRPC reaches (tables).')
 flags.DEFINE_float('latency_us', 50.0, 'Round-trip latency of the tables (microseconds).')
 flags.DEFINE_float('tensor_overhead_us', 20.0, 'Fixed cost of moving one tensor between '
-                   'tasks in the tables (microseconds; --check measures it on loopback).')
+                   'tasks in the tables (microseconds; --calibrate measures this machine\'s).')
 flags.DEFINE_float('resnet_compute_ms', 173.0,
                    'ResNet-50 compute time per worker step: default = batch 64 fp32 at '
                    '~370 img/s (a V100-class GPU, tf_cnn_benchmarks); set your own.')
@@ -97,137 +137,20 @@ flags.DEFINE_float('allreduce_gbps', 100.0, 'Device-to-device bandwidth of the o
 flags.DEFINE_enum('ps_strategy', 'round_robin', ['round_robin', 'greedy'],
                   'How variables are spread over the ps tasks (as model_deploy).')
 FLAGS = flags.FLAGS
+FLAGS.set_default('repeats', 5)
 
 STEP_BUDGET = 1.10  # a worker's step may take at most 110 % of its compute
-ASYNC_ROUND_TRIPS = 2
-SYNC_ROUND_TRIPS = 4
-TRANSFER_ENDS = 2   # on one machine a transfer keeps the sender's and the receiver's CPU busy
-
-
-class Shards(object):
-  """Bytes a worker pulls (down) and pushes (up), and tensors it moves, per step and ps task."""
-
-  def __init__(self, down, up, tensors=None):
-    self.down, self.up = list(down), list(up)
-    self.tensors = list(tensors) if tensors is not None else [0] * len(self.down)
-
-  @property
-  def total_down(self):
-    return sum(self.down)
-
-  @property
-  def total_up(self):
-    return sum(self.up)
-
-
-def model_variables(build_model):
-  """(NodeDef, bytes, trainable) of every variable `build_model()` creates, in order.
-
-  The global step comes first, as `trainer.train` creates it first under the
-  same device function.
-  """
-  with tf.Graph().as_default() as graph:
-    slim.create_global_step()
-    build_model()
-    trainable = {v.op.name for v in tf.compat.v1.trainable_variables()}
-    result = []
-    for op in graph.get_operations():
-      if op.type in ('VarHandleOp', 'VariableV2'):
-        size = _variable_bytes(op.node_def)
-        result.append((op.node_def, size, op.name in trainable))
-  return result
-
-
-def _variable_bytes(node_def):
-  """Bytes of one variable (device_setters' own measure)."""
-  from deployment import device_setters  # noqa: PLC0415
-  return device_setters.variable_bytes(node_def)
-
-
-def shard_traffic(variables, num_ps, strategy='round_robin'):
-  """Places `variables` on `num_ps` tasks as model_deploy does; returns Shards.
-
-  Trainable variables are pulled and their gradients pushed; other variables
-  (batch-norm moving statistics) only receive an update; the global step is
-  noise and counts as an update.
-  """
-  from deployment import device_setters  # noqa: PLC0415
-  chooser = device_setters.PSDeviceChooser('/job:ps/device:CPU:0', num_ps, strategy)
-  down, up, tensors = [0] * num_ps, [0] * num_ps, [0] * num_ps
-  for node_def, size, trainable in variables:
-    blank = type(node_def)()
-    blank.CopyFrom(node_def)
-    blank.device = ''
-    task = tf.DeviceSpec.from_string(chooser.choose(blank)).task
-    up[task] += size
-    tensors[task] += 1
-    if trainable:
-      down[task] += size
-      tensors[task] += 1
-  return Shards(down, up, tensors)
-
-
-def predict_ps(shards, compute_s, workers, bandwidth, latency_s, sync, tensor_s=0.0):
-  """Predicted seconds per worker step for `workers` workers on `shards`.
-
-  Args:
-    shards: a Shards for the ps count in question.
-    compute_s: one worker's compute time per step (seconds).
-    workers: number of workers.
-    bandwidth: usable bytes/sec of every link (workers' and ps tasks').
-    latency_s: one round trip (seconds).
-    sync: SyncReplicasOptimizer (True) or async updates.
-    tensor_s: fixed cost of moving one tensor (an RPC's CPU work), seconds.
-
-  Returns:
-    seconds per step of one worker.
-  """
-  busiest_ps = max(n * tensor_s for n in shards.tensors)
-  if sync:
-    return (compute_s + workers * ((max(shards.up) + max(shards.down)) / bandwidth
-                                   + busiest_ps) + SYNC_ROUND_TRIPS * latency_s)
-  own = compute_s + (shards.total_down + shards.total_up) / bandwidth + (
-      ASYNC_ROUND_TRIPS * latency_s) + sum(shards.tensors) * tensor_s
-  ps_link = workers * max(max(d, u) / bandwidth + n * tensor_s
-                          for d, u, n in zip(shards.down, shards.up, shards.tensors))
-  return max(own, ps_link)
-
-
-def predict_allreduce(gradient_bytes, compute_s, devices, bandwidth, latency_s):
-  """Seconds per step of replicated training with a ring all-reduce over `devices`."""
-  if devices <= 1:
-    return compute_s
-  return (compute_s + 2.0 * (devices - 1) / devices * gradient_bytes / bandwidth
-          + 2 * (devices - 1) * latency_s)
-
-
-def shared_cores_step(shards, compute_s, workers, bandwidth, latency_s, sync, tensor_s, cores):
-  """Lowest possible seconds per worker step when every task shares one machine's `cores`.
-
-  Only for clusters on one machine (the check): a round of N worker steps
-  needs N compute times (`compute_s`: one trainer alone, one thread) plus, per
-  worker step, its transfers, which keep the CPUs of both ends busy; each
-  pull and push is a call to every ps task, sync's token and step reads a call
-  to one. That CPU work cannot finish in less than its share of `cores`.
-
-  Args:
-    shards: a Shards for the ps count in question.
-    compute_s: one trainer's compute time per step running alone (seconds).
-    workers, bandwidth, latency_s, sync, tensor_s: as `predict_ps`.
-    cores: CPU cores of the machine.
-
-  Returns:
-    seconds per step of one worker.
-  """
-  round_trips = ASYNC_ROUND_TRIPS * len(shards.down) + (
-      SYNC_ROUND_TRIPS - ASYNC_ROUND_TRIPS if sync else 0)
-  transfer = ((shards.total_down + shards.total_up) / bandwidth + sum(shards.tensors) * tensor_s
-              + round_trips * latency_s)
-  return workers * (compute_s + TRANSFER_ENDS * transfer) / cores
 
 
 def _gbit(gbps):
   return float(gbps) * 1e9 / 8.0
+
+
+TABLES_NOT_CALIBRATED = (
+    'tables: assumed link figures (--link_efficiency, --latency_us, --tensor_overhead_us), '
+    'not the calibrated %s: that file describes this machine (every task on it, loopback or '
+    'veth links, shared cores, its per-step CPU costs), the tables one machine per task on '
+    '10-100 Gbit links')
 
 
 def print_tables(name, variables, compute_s, out=sys.stdout):
@@ -298,33 +221,68 @@ def ssd_variables():
   return model_variables(build)
 
 
-def net_variables(net, image_size, num_classes):
-  """Variables of a `models.slim_classifier` net (for the loopback check)."""
-  from models import slim_classifier  # noqa: PLC0415
-
-  def build():
-    model = slim_classifier.SlimClassifier(True, num_classes, net=net, image_height=image_size,
-                                           image_width=image_size)
-    model.predict(*model.preprocess(tf.zeros([1, image_size, image_size, 3])))
-  return model_variables(build)
+def _workload():
+  """{flag: value} of scaling_params.WORKLOAD_FLAGS, plus this machine's cores."""
+  workload = {name: FLAGS[name].value for name in scaling_params.WORKLOAD_FLAGS}
+  workload['cores'] = os.cpu_count() or 1
+  return workload
 
 
-def check_predictor(variables, ps_strategy, cores):
-  """The prediction `scaling_check.check_clusters` compares with its measurements.
+def _check_settings():
+  """Raises app.UsageError for settings a calibration or validation cannot use."""
+  if FLAGS.quick:
+    return
+  if FLAGS.warmup < 10 or FLAGS.steps < 100:
+    raise app.UsageError('--calibrate/--validate need --warmup >= 10 and --steps >= 100 '
+                         '(got --warmup=%d --steps=%d)' % (FLAGS.warmup, FLAGS.steps))
+  from benchmarks import bench_util  # noqa: PLC0415
+  if FLAGS.validate and FLAGS.repeats < bench_util.MIN_REPEATS_TO_RESOLVE:
+    raise app.UsageError('--repeats=%d: a validation needs >= %d repeats to resolve anything'
+                         % (FLAGS.repeats, bench_util.MIN_REPEATS_TO_RESOLVE))
 
-  A worker step is `predict_ps` plus the calibrated per-step cost of a
-  distributed step (worker CPU work), and, because the clusters of the check
-  share this machine's `cores`, at least `shared_cores_step`.
-  """
-  def predict(workers, num_ps, sync, compute_s, link, overhead_s):
-    bandwidth, latency, per_tensor = link
-    shards = shard_traffic(variables, num_ps, ps_strategy)
-    step = overhead_s + predict_ps(shards, compute_s[workers], workers, bandwidth, latency,
-                                   sync, per_tensor)
-    floor = shared_cores_step(shards, compute_s[1] + overhead_s, workers, bandwidth, latency,
-                              sync, per_tensor, cores)
-    return (step, 'links') if step >= floor else (floor, 'shared cores')
-  return predict
+
+def _check_netns(reason_for):
+  """Raises app.UsageError naming `reason_for` where namespaces or tc are unavailable."""
+  import shutil  # noqa: PLC0415
+  from deployment import netns  # noqa: PLC0415
+  reason = netns.unavailable_reason() or (
+      None if shutil.which('tc') else "iproute2's `tc` is not on PATH")
+  if reason:
+    raise app.UsageError('%s: %s' % (reason_for, reason))
+
+
+def calibrate_and_validate(path, quick):
+  """Runs --calibrate and/or --validate (both with --quick and neither named)."""
+  from benchmarks import scaling_validate  # noqa: PLC0415
+  calibrate = FLAGS.calibrate or (quick and not FLAGS.validate)
+  validate = FLAGS.validate or (quick and not FLAGS.calibrate)
+  if calibrate and validate and not quick:
+    raise app.UsageError('--calibrate and --validate together only with --quick: commit the '
+                         'calibration file, then run --validate')
+  _check_settings()
+  harness = scaling_validate.Harness(FLAGS.warmup, FLAGS.steps, FLAGS.timeout, FLAGS.ps_strategy)
+  variables = net_variables(FLAGS.net, FLAGS.image_size, distributed.NUM_CLASSES)
+  try:
+    if calibrate:
+      # A --quick --netns run validates namespace rows only: it calibrates no loopback.
+      networks = (['netns'] if quick else ['loopback', 'netns']) if FLAGS.netns else ['loopback']
+      if FLAGS.netns:
+        _check_netns('--netns')
+      scaling_validate.calibrate(path, networks, harness, FLAGS.repeats, _workload(),
+                                 ' '.join(['python -m benchmarks.scaling_model'] + sys.argv[1:]),
+                                 variables, quick=quick)
+    if validate:
+      params = scaling_params.read_params(path)
+      if not quick:
+        revision = scaling_params.committed_revision(path)
+        print('%s: %s' % (path, 'committed in %s' % revision if revision
+                          else 'git cannot say whether it is committed'))
+      if any(row['network'] == 'netns' for row in params.get('predictions', [])):
+        _check_netns('%s holds netns configurations' % path)
+      scaling_validate.validate(path, harness, FLAGS.repeats, _workload(), variables,
+                                quick=quick)
+  except scaling_params.ParamsError as e:
+    sys.exit('scaling_model: %s' % e)
 
 
 def main(argv):
@@ -335,31 +293,23 @@ def main(argv):
   tf.compat.v1.disable_eager_execution()
   if scaling_check.run_task(FLAGS.ps_strategy):
     return
-  warmup, steps, repeats = FLAGS.warmup, FLAGS.steps, FLAGS.repeats
-  configurations = [(1, 1, False), (2, 1, False), (3, 1, False), (1, 2, False),
-                    (2, 2, False), (2, 1, True), (2, 2, True)]
+  path = FLAGS.params_file
   if FLAGS.quick:
-    warmup, steps, repeats = 3, 20, 1
+    FLAGS.warmup, FLAGS.steps, FLAGS.repeats = 3, 20, 1
     FLAGS.image_size, FLAGS.batch_size = 16, 8
     FLAGS.link_gbps, FLAGS.table_workers, FLAGS.table_ps = ['10'], ['8'], ['1', '2']
-    configurations = [(1, 1, False), (1, 2, False)]
-  elif warmup < 10 or steps < 100:
-    raise app.UsageError('--check needs --warmup >= 10 and --steps >= 100')
+  print(TABLES_NOT_CALIBRATED % (path or scaling_params.DEFAULT_PATH))
   print_tables('ResNet-50 v1 (1000 classes)', resnet_variables(),
                FLAGS.resnet_compute_ms / 1e3)
   print_tables('shapes SSD (configs/ssd_shapes.config)', ssd_variables(),
                FLAGS.ssd_compute_ms / 1e3)
-  if FLAGS.check or FLAGS.quick:
-    if FLAGS.netns:
-      from deployment import netns  # noqa: PLC0415
-      reason = netns.unavailable_reason()
-      if reason:
-        raise app.UsageError('--netns: %s' % reason)
-    predict = check_predictor(
-        net_variables(FLAGS.net, FLAGS.image_size, distributed.NUM_CLASSES),
-        FLAGS.ps_strategy, os.cpu_count() or 1)
-    scaling_check.check_clusters(configurations, predict, warmup, steps, repeats,
-                                 FLAGS.timeout, FLAGS.ps_strategy, use_netns=FLAGS.netns)
+  if not (FLAGS.quick or FLAGS.calibrate or FLAGS.validate):
+    return
+  if FLAGS.quick and path is None:
+    with tempfile.TemporaryDirectory() as folder:
+      calibrate_and_validate(os.path.join(folder, 'scaling_params.json'), quick=True)
+  else:
+    calibrate_and_validate(path or scaling_params.DEFAULT_PATH, quick=FLAGS.quick)
 
 
 if __name__ == '__main__':

@@ -303,7 +303,13 @@ class Network(object):
     if host not in self._hosts:
       raise ValueError('unknown host %r; this network has %s' % (host, self._hosts))
 
-  def _port(self, host):
+  def switch_port(self, host):
+    """Name of `host`'s port on the bridge, a veth end inside the hub namespace.
+
+    With `eth0` inside the host's namespace it is one link of the host: a
+    traffic limit (`tc`) on both ends limits the host's sending and receiving.
+    """
+    self._check_host(host)
     return 'p%d' % self._hosts.index(host)
 
   def _add_namespace(self, name):
@@ -336,7 +342,7 @@ class Network(object):
     logging.info('network %s: %s on %s', self._base, self._hosts, self._subnet)
 
   def _add_host(self, host):
-    namespace, port = self.namespace(host), self._port(host)
+    namespace, port = self.namespace(host), self.switch_port(host)
     self._add_namespace(namespace)
     # Both ends are created from the hub: the host's own namespace never sees them.
     _ip('-n', self.hub, 'link', 'add', port, 'type', 'veth', 'peer', 'name', 'eth0',
@@ -353,12 +359,12 @@ class Network(object):
     The host's own stack is left as it is (like a cable pulled at the switch):
     its connections see silence and time out rather than an immediate error.
     """
-    _ip('-n', self.hub, 'link', 'set', self._port(host), 'down')
+    _ip('-n', self.hub, 'link', 'set', self.switch_port(host), 'down')
     logging.info('network %s: %s partitioned', self._base, host)
 
   def heal(self, host):
     """Undoes `partition(host)`: its switch port comes up again."""
-    _ip('-n', self.hub, 'link', 'set', self._port(host), 'up')
+    _ip('-n', self.hub, 'link', 'set', self.switch_port(host), 'up')
     logging.info('network %s: %s healed', self._base, host)
 
   def popen(self, host, argv, env=None, **kwargs):

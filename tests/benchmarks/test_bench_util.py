@@ -101,24 +101,6 @@ def test_shared_cores_step_counts_both_ends_of_every_transfer_and_a_call_per_ps(
                                          cores=2) == pytest.approx(39.0)
 
 
-def test_check_prediction_takes_the_larger_of_the_link_and_shared_cores_bounds():
-  # One ps holds all 8048 bytes; at 8048 B/s with no latency or per-tensor cost a
-  # worker's transfers take 1 s.
-  predict = scaling_model.check_predictor(_three_variables(), 'round_robin', cores=2)
-  compute = {1: 1.0, 4: 2.0}
-  link = (8048.0, 0.0, 0.0)
-  # One worker: the links bound, 1 s + 1 s > (1 + 2 x 1) / 2 cores.
-  step, limit = predict(1, 1, False, compute, link, 0.0)
-  assert (step, limit) == (pytest.approx(2.0), 'links')
-  # Four workers on two cores: 4 x (1 + 2 x 1) / 2 = 6 s > 2 s + 1 s.
-  step, limit = predict(4, 1, False, compute, link, 0.0)
-  assert (step, limit) == (pytest.approx(6.0), 'shared cores')
-  # A calibrated 0.5 s per distributed step: the links bound 2.5 s for one worker,
-  # and 4 x (1 + 0.5 + 2 x 1) / 2 = 7 s for four on two cores.
-  assert predict(1, 1, False, compute, link, 0.5) == (pytest.approx(2.5), 'links')
-  assert predict(4, 1, False, compute, link, 0.5) == (pytest.approx(7.0), 'shared cores')
-
-
 def test_ring_all_reduce_moves_two_n_minus_one_over_n_of_the_gradients():
   assert scaling_model.predict_allreduce(4000, 1.0, 1, 1000.0, 0.0) == 1.0
   assert scaling_model.predict_allreduce(4000, 1.0, 4, 1000.0, 0.0) == pytest.approx(7.0)
