@@ -1,9 +1,9 @@
-"""deployment.shard_snapshots on a real cluster: one worker and two or three ps servers in this process.
+"""deployment.shard_snapshots on a real cluster: a worker and 2 or 3 ps servers in this process.
 
 A ps "lost and back empty" is simulated by destroying every variable
 resource held on it (the model's and the snapshots it holds), which leaves
-exactly what a restarted ps has: nothing. The checkpoint is the one of
-tests/deployment/test_shard_restore.py (global step 40, a=1, b=2, c=3).
+exactly what a restarted ps has: nothing. The checkpoint holds global step
+40, a=1, b=2, c=3 and p=[10..13] (tests/deployment/shard_testlib.py).
 """
 
 import logging
@@ -17,11 +17,16 @@ from deployment import model_deploy
 from deployment import shard_restore
 from deployment import shard_snapshots
 from tests import test_util
-from tests.deployment import test_shard_restore as base
+from tests.deployment import shard_testlib as base
 
 tf.compat.v1.disable_eager_execution()
 
-checkpoint = base.checkpoint  # The module fixture, shared.
+
+@pytest.fixture(scope='module')
+def checkpoint(tmp_path_factory):
+  return base.write_checkpoint(str(tmp_path_factory.mktemp('ckpt') / 'model.ckpt'))
+
+
 _SERVERS = []  # Kept alive for the whole test process.
 
 
@@ -41,7 +46,7 @@ def _graph(spec, num_ps=2, interval=0.0):
   """The test variables round robin on the ps tasks, and a ShardRestoringSaver."""
   with tf.compat.v1.device(tf.compat.v1.train.replica_device_setter(
       ps_tasks=num_ps, worker_device='/job:worker/task:0', cluster=spec)):
-    variables = base._build_variables()
+    variables = base.build_variables()
   saver = shard_restore.ShardRestoringSaver(
       var_list=model_deploy.savable_variables(), snapshot_interval_secs=interval)
   return variables, saver
@@ -88,7 +93,7 @@ def test_a_lost_shard_comes_from_its_snapshot_not_the_checkpoint(checkpoint, cap
       _lose(sess, 1)
       saver.restore(sess, checkpoint)
       # a, c and p's second slice (ps 1) as copied at step 50; ps 0 kept 9 and step 60.
-      assert base._values(sess, variables) == {
+      assert base.values(sess, variables) == {
           'global_step': 60, 'a': 7.0, 'b': 9.0, 'c': 7.0, 'p': [9., 9., 7., 7.]}
       assert sess.run(tf.compat.v1.report_uninitialized_variables()).size == 0
   messages = [r.getMessage() for r in caplog.records]
@@ -111,7 +116,7 @@ def test_a_new_graph_after_the_loss_finds_the_snapshot_taken_by_the_old_one(chec
     variables, saver = _graph(spec, interval=3600.0)
     with tf.compat.v1.Session(target) as sess:
       saver.restore(sess, checkpoint)
-      assert base._values(sess, variables) == {
+      assert base.values(sess, variables) == {
           'global_step': 50, 'a': 7.0, 'b': 7.0, 'c': 7.0, 'p': [7., 7., 7., 7.]}
 
 
@@ -121,7 +126,7 @@ def test_the_global_step_shard_lost_rolls_the_step_back_to_the_snapshot(checkpoi
     with sess, caplog.at_level(logging.INFO):
       _lose(sess, 0)
       saver.restore(sess, checkpoint)
-      assert base._values(sess, variables) == {
+      assert base.values(sess, variables) == {
           'global_step': 50, 'a': 9.0, 'b': 7.0, 'c': 9.0, 'p': [7., 7., 9., 9.]}
   assert any(' s old, global step 50); kept the current values of /job:ps/task:1' in
              r.getMessage() for r in caplog.records)
@@ -138,7 +143,7 @@ def test_a_shard_whose_holder_was_lost_too_comes_from_the_checkpoint(checkpoint,
       _lose(sess, 2)
       saver.restore(sess, checkpoint)
       # Round robin on 3 ps: global_step ps0, a ps1, b ps2, c ps0, p's slices ps1 and ps2.
-      assert base._values(sess, variables) == {
+      assert base.values(sess, variables) == {
           'global_step': 60, 'a': 1.0, 'b': 7.0, 'c': 9.0, 'p': [10., 11., 7., 7.]}
   messages = [r.getMessage() for r in caplog.records]
   assert any(m.startswith('restored the 2 variables of /job:ps/task:1 from %s; ' % checkpoint)
@@ -156,7 +161,7 @@ def test_no_snapshot_taken_yet_comes_from_the_checkpoint(checkpoint, caplog):
       sess.run(tf.compat.v1.global_variables_initializer())
       _lose(sess, 1)
       saver.restore(sess, checkpoint)
-      assert base._values(sess, variables)['a'] == 1.0
+      assert base.values(sess, variables)['a'] == 1.0
   assert any(m.getMessage().endswith('(no snapshot on /job:ps/task:0 yet)')
              for m in caplog.records)
 
@@ -173,7 +178,7 @@ def test_disabled_snapshots_build_nothing_and_restore_from_the_checkpoint(checkp
       _set_all(sess, 9.0, 60)
       _lose(sess, 1)
       saver.restore(sess, checkpoint)
-      assert base._values(sess, variables) == {
+      assert base.values(sess, variables) == {
           'global_step': 60, 'a': 1.0, 'b': 9.0, 'c': 3.0, 'p': [9., 9., 12., 13.]}
 
 
@@ -181,13 +186,13 @@ def test_sync_replicas_and_a_single_ps_take_no_snapshots():
   with tf.Graph().as_default():
     _, spec = _cluster(2)
     with tf.compat.v1.device(tf.compat.v1.train.replica_device_setter(ps_tasks=2, cluster=spec)):
-      base._build_variables()
+      base.build_variables()
     everything = shard_restore.ShardRestore(tf.compat.v1.global_variables(), partial=False,
                                             snapshot_interval_secs=5)
     assert everything.snapshots is None
   with tf.Graph().as_default():
     with tf.compat.v1.device('/job:ps/task:0'):
-      base._build_variables()
+      base.build_variables()
     one_ps = shard_restore.ShardRestore(tf.compat.v1.global_variables(),
                                         snapshot_interval_secs=5)
     assert one_ps.snapshots is None
@@ -245,7 +250,7 @@ def test_the_copy_thread_refreshes_skips_a_lost_ps_and_stops(checkpoint):
       assert snapshots.stop() is True  # Twice is harmless.
       saver.restore(sess, checkpoint)
       # ps 1's shard as the thread copied it (5), ps 0's untouched.
-      assert base._values(sess, variables) == {
+      assert base.values(sess, variables) == {
           'global_step': 30, 'a': 5.0, 'b': 5.0, 'c': 5.0, 'p': [5., 5., 5., 5.]}
   assert not any(t.name == 'shard_snapshots' and t is thread
                  for t in threading.enumerate())
