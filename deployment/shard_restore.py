@@ -153,8 +153,8 @@ class ShardRestore:
 
     Returns:
       The tasks whose variables were restored, from a snapshot or the
-      checkpoint (every task on a full restore, [] when none), or None when this restore never goes by
-      shard (`tasks` is empty).
+      checkpoint (every task on a full restore, [] when none), or None when
+      this restore never goes by shard (`tasks` is empty).
     """
     if not self._shards:
       restore_all(sess, save_path)
