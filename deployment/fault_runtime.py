@@ -248,6 +248,10 @@ class TaskFaults(object):
       self.step_watch = step_watch.StepWatch(
           self.step_timeout_secs, self.session_peers, self.step_timeout_setting,
           last_words=self.end_job)
+    # Only the chief copies the ps shards, and only a cluster with ps has any.
+    self.snapshot_interval_secs = (
+        settings.snapshot_interval if settings is not None and is_chief and self.session_peers
+        else 0)
     self.last_step = None
 
   @property

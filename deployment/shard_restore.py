@@ -19,8 +19,9 @@ and, at restore time, asks each ps which of its variables are uninitialised:
 
 With `snapshot_interval_secs`, a lost shard comes from a snapshot a few
 seconds old held by another ps (`deployment.shard_snapshots`) when that ps
-kept it, and from the checkpoint otherwise (its holder was lost too, or no
-snapshot was taken yet); one line per shard names the source and its age.
+kept it, and from the checkpoint otherwise (its holder was lost too, no
+snapshot was taken yet, or the checkpoint is of a later global step); one
+line per shard names the source and its age.
 
 In asynchronous training a restored shard a little older than the others is
 ordinary staleness. Synchronous training (`SyncReplicasOptimizer`) restores
@@ -43,6 +44,7 @@ variables alone instead of rolling them back to the checkpoint.
 """
 
 import collections
+import re
 
 from absl import logging
 import tensorflow as tf
@@ -173,8 +175,9 @@ class ShardRestore:
     lost_tasks = [task for task, _, _, _ in lost]
     step_now = self._surviving_step(sess, lost_tasks)
     for task, count, _, saver in lost:
-      snapshot, why_not = (self.snapshots.restore(sess, task, lost_tasks) if self.snapshots
-                           else (None, ''))
+      snapshot, why_not = (
+          self.snapshots.restore(sess, task, lost_tasks, _step_of(save_path))
+          if self.snapshots else (None, ''))
       if snapshot is not None:
         logging.warning('restored the %d variables of %s from its snapshot on %s (%s); kept '
                         'the current values of %s', count, task, snapshot.holder,
@@ -198,17 +201,26 @@ class ShardRestore:
     return _ShardRestoringProxy(saver, self)
 
 
+def _step_of(save_path):
+  """The global step a checkpoint prefix ends with ('.../model.ckpt-42' -> 42), or None."""
+  match = re.search(r'-(\d+)$', save_path or '')
+  return int(match.group(1)) if match else None
+
+
 def _snapshot_age(snapshot, step_now):
-  """'3.2 s, 41 steps old', or '3.2 s old, global step 41' when the step now is unknown.
+  """'global step 50: 3.2 s, 10 steps old', without the steps when the step now is unknown.
 
   Args:
     snapshot: a `shard_snapshots.Snapshot`.
     step_now: the global step that survived the loss, or None (lost too).
   """
-  if step_now is None or snapshot.step is None:
-    return '%.1f s old%s' % (snapshot.age_secs, '' if snapshot.step is None
-                             else ', global step %d' % snapshot.step)
-  return '%.1f s, %d steps old' % (snapshot.age_secs, max(0, step_now - snapshot.step))
+  age = '%.1f s' % snapshot.age_secs
+  if snapshot.step is None:
+    return age + ' old'
+  if step_now is None:
+    return 'global step %d: %s old' % (snapshot.step, age)
+  return 'global step %d: %s, %d steps old' % (snapshot.step, age,
+                                               max(0, step_now - snapshot.step))
 
 
 class _ShardRestoringProxy:

@@ -50,8 +50,9 @@ import tensorflow as tf
 
 # How long one copy may take before its round gives up (a ps cut off hangs).
 COPY_TIMEOUT_SECS = 60.0
-# How long `stop` waits for a copy in flight before leaving the thread behind.
-STOP_WAIT_SECS = 5.0
+# How long `stop` waits for a copy in flight before leaving the thread behind
+# (it ends after that copy; a copy on the old session cannot harm the new one).
+STOP_WAIT_SECS = 2.0
 
 # One restore from a snapshot: the holder, the global step and wall time of
 # the copy (step None without a global step), and its age in seconds.
@@ -60,6 +61,13 @@ Snapshot = collections.namedtuple('Snapshot', ['holder', 'step', 'wall_time', 'a
 # The ops of one shard's copy: where it is held, what copies and restores it.
 _Shard = collections.namedtuple(
     '_Shard', ['task', 'holder', 'copy', 'restore', 'stamped', 'step', 'wall_time'])
+
+
+def _short(message):
+  """The gist of an error message: its lines after 'Graph execution error:', 200 characters."""
+  text = ' '.join(line.strip() for line in str(message).splitlines() if line.strip())
+  text = text.replace('Graph execution error:', '').strip()
+  return text if len(text) <= 200 else text[:197] + '...'
 
 
 def _scope_of(task):
@@ -186,7 +194,7 @@ class ShardSnapshots:
         sess.run(shard.copy, options=options)
         outcome[task] = None
       except tf.errors.OpError as e:
-        outcome[task] = '%s: %s' % (type(e).__name__, str(e.message).split('\n')[0])
+        outcome[task] = '%s: %s' % (type(e).__name__, _short(e.message))
     return outcome
 
   def start(self, sess):
@@ -229,10 +237,17 @@ class ShardSnapshots:
     return thread is not None and thread.is_alive()
 
   def _run(self, sess, stop):
-    """The thread: a round at once, then one every `interval_secs`, until `stop`."""
+    """The thread: a round at once, then one every `interval_secs`, until `stop`.
+
+    Ends as well when the session is closed under it (a lost peer broke it).
+    """
     failing = set()
     while not stop.is_set():
-      for task, error in self.copy(sess).items():
+      try:
+        outcome = self.copy(sess)
+      except RuntimeError:  # The session was closed under the thread: its end.
+        return
+      for task, error in outcome.items():
         if stop.is_set():
           return
         if error is None:
@@ -243,13 +258,15 @@ class ShardSnapshots:
       self.rounds += 1
       stop.wait(self.interval_secs)
 
-  def restore(self, sess, task, lost_tasks):
+  def restore(self, sess, task, lost_tasks, checkpoint_step=None):
     """Restores `task`'s variables from its snapshot, when its holder still has one.
 
     Args:
       sess: a session on the cluster, every ps reachable.
       task: the lost task whose variables to restore.
       lost_tasks: every task that came back empty (a lost holder has no snapshot).
+      checkpoint_step: the global step of the checkpoint the other source
+        would be, or None; a snapshot of an earlier step is not used.
 
     Returns:
       (a `Snapshot` when restored, else None; why not, or '' when restored).
@@ -261,7 +278,9 @@ class ShardSnapshots:
       return None, 'no live snapshot: %s was lost too' % shard.holder
     if not sess.run(shard.stamped):
       return None, 'no snapshot on %s yet' % shard.holder
-    step, wall_time = sess.run([shard.step, shard.wall_time])
+    step, wall_time = (v.item() for v in sess.run([shard.step, shard.wall_time]))
+    step = step if step >= 0 else None
+    if step is not None and checkpoint_step is not None and step < checkpoint_step:
+      return None, 'its snapshot on %s is of global step %d, older' % (shard.holder, step)
     sess.run(shard.restore)
-    step = int(step) if step >= 0 else None
-    return Snapshot(shard.holder, step, float(wall_time), time.time() - float(wall_time)), ''
+    return Snapshot(shard.holder, step, wall_time, time.time() - wall_time), ''

@@ -98,7 +98,8 @@ def test_a_lost_shard_comes_from_its_snapshot_not_the_checkpoint(checkpoint, cap
       assert sess.run(tf.compat.v1.report_uninitialized_variables()).size == 0
   messages = [r.getMessage() for r in caplog.records]
   assert any(m.startswith('restored the 3 variables of /job:ps/task:1 from its snapshot on '
-                          '/job:ps/task:0 (') and ' s, 10 steps old); kept the current values '
+                          '/job:ps/task:0 (global step 50: ') and
+             ' s, 10 steps old); kept the current values '
              'of /job:ps/task:0 (3 variables)' in m for m in messages), messages
 
 
@@ -128,7 +129,8 @@ def test_the_global_step_shard_lost_rolls_the_step_back_to_the_snapshot(checkpoi
       saver.restore(sess, checkpoint)
       assert base.values(sess, variables) == {
           'global_step': 50, 'a': 9.0, 'b': 7.0, 'c': 9.0, 'p': [7., 7., 9., 9.]}
-  assert any(' s old, global step 50); kept the current values of /job:ps/task:1' in
+  assert any('snapshot on /job:ps/task:1 (global step 50: ' in r.getMessage() and
+             ' s old); kept the current values of /job:ps/task:1' in
              r.getMessage() for r in caplog.records)
 
 
@@ -164,6 +166,23 @@ def test_no_snapshot_taken_yet_comes_from_the_checkpoint(checkpoint, caplog):
       assert base.values(sess, variables)['a'] == 1.0
   assert any(m.getMessage().endswith('(no snapshot on /job:ps/task:0 yet)')
              for m in caplog.records)
+
+
+def test_a_snapshot_older_than_the_checkpoint_gives_way_to_it(checkpoint, caplog):
+  with tf.Graph().as_default():
+    target, spec = _cluster(2)
+    variables, saver = _graph(spec, interval=3600.0)
+    with tf.compat.v1.Session(target) as sess, caplog.at_level(logging.INFO):
+      sess.run(tf.compat.v1.global_variables_initializer())
+      _set_all(sess, 7.0, 30)  # The checkpoint is of global step 40.
+      saver.snapshots.copy(sess)
+      _set_all(sess, 9.0, 60)
+      _lose(sess, 1)
+      saver.restore(sess, checkpoint)
+      assert base.values(sess, variables) == {
+          'global_step': 60, 'a': 1.0, 'b': 9.0, 'c': 3.0, 'p': [9., 9., 12., 13.]}
+  assert any(m.getMessage().endswith(
+      '(its snapshot on /job:ps/task:0 is of global step 30, older)') for m in caplog.records)
 
 
 def test_disabled_snapshots_build_nothing_and_restore_from_the_checkpoint(checkpoint):
@@ -231,7 +250,7 @@ def test_the_copy_thread_refreshes_skips_a_lost_ps_and_stops(checkpoint):
     snapshots = saver.snapshots
     with tf.compat.v1.Session(target) as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
-      _set_all(sess, 5.0, 30)
+      _set_all(sess, 5.0, 45)  # Past the checkpoint's 40: the snapshot is the younger.
       snapshots.start(sess)
       thread = snapshots._thread
       snapshots.start(sess)  # Already running on this session: the same thread.
@@ -251,9 +270,23 @@ def test_the_copy_thread_refreshes_skips_a_lost_ps_and_stops(checkpoint):
       saver.restore(sess, checkpoint)
       # ps 1's shard as the thread copied it (5), ps 0's untouched.
       assert base.values(sess, variables) == {
-          'global_step': 30, 'a': 5.0, 'b': 5.0, 'c': 5.0, 'p': [5., 5., 5., 5.]}
+          'global_step': 45, 'a': 5.0, 'b': 5.0, 'c': 5.0, 'p': [5., 5., 5., 5.]}
   assert not any(t.name == 'shard_snapshots' and t is thread
                  for t in threading.enumerate())
+
+
+def test_the_copy_thread_ends_when_its_session_is_closed():
+  with tf.Graph().as_default():
+    target, spec = _cluster(2)
+    _, saver = _graph(spec, interval=0.05)
+    sess = tf.compat.v1.Session(target)
+    sess.run(tf.compat.v1.global_variables_initializer())
+    saver.snapshots.start(sess)
+    thread = saver.snapshots._thread
+    sess.close()  # As the Supervisor closes a session broken by a lost ps.
+    thread.join(30)
+    assert not thread.is_alive()
+    assert saver.snapshots.stop() is True
 
 
 def _wait_for(condition, timeout=60.0):
