@@ -34,9 +34,10 @@ of its Scaffold's saver to its SessionManager):
     saver = shard_restore.ShardRestoringSaver(
         var_list=model_deploy.savable_variables(), partial=not sync_replicas,
         snapshot_interval_secs=5)
-    # The chief, once per session (trainer.training_loop does it per step):
-    saver.snapshots and saver.snapshots.start(sess)
     slim.learning.train(train_op, logdir, saver=saver, ...)
+    # On the chief, with each session's first step (trainer.training_loop):
+    if saver.snapshots is not None:
+      saver.snapshots.start(sess)   # stop() at the end and before a new session
 
 Differs on purpose from `tf.compat.v1.train.Saver` / `SessionManager`: a
 restore into a session whose ps tasks hold live variables leaves those
