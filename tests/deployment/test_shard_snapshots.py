@@ -14,6 +14,7 @@ import pytest
 import tensorflow as tf
 
 from deployment import model_deploy
+from deployment import monitored_training
 from deployment import shard_restore
 from deployment import shard_snapshots
 from tests import test_util
@@ -287,6 +288,26 @@ def test_the_copy_thread_ends_when_its_session_is_closed():
     thread.join(30)
     assert not thread.is_alive()
     assert saver.snapshots.stop() is True
+
+
+def test_the_estimator_chief_copies_on_each_session_it_creates(tmp_path):
+  with tf.Graph().as_default():
+    target, spec = _cluster(2)
+    _graph(spec)  # The variables; the chief's ShardRestore comes from the scaffold.
+    scaffold = tf.compat.v1.train.Scaffold()
+    restore = monitored_training._shard_restore_for(scaffold, snapshot_interval_secs=3600)
+    assert restore.snapshots is not None
+    creator = monitored_training._ChiefSessionCreator(scaffold, target, None, str(tmp_path),
+                                                      restore_by_shard=restore)
+    first = creator.create_session()
+    thread = restore.snapshots._thread
+    assert restore.snapshots.running and thread.sess is first
+    second = creator.create_session()  # As after a lost ps: the old copies stop first.
+    assert not thread.is_alive() and restore.snapshots._thread.sess is second
+    creator.stop_snapshots()
+    assert not restore.snapshots.running
+    for sess in (first, second):
+      sess.close()
 
 
 def _wait_for(condition, timeout=60.0):
