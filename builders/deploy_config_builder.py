@@ -137,12 +137,13 @@ def cluster_timeouts(deploy_config):
 
   Returns:
     The `fault_runtime.FaultSettings(startup, chief, termination_grace,
-    replica, recovery)` in seconds that both training paths' fault runtime
-    takes (source 'deploy_config').
+    replica, recovery, snapshot_interval)` in seconds that both training
+    paths' fault runtime takes (source 'deploy_config').
 
   Raises:
     ValueError: if `deploy_config` is not a `DeployConfig`, or a timeout is 0
-      (every wait must be bounded and none may end at once), naming the field.
+      (every wait must be bounded and none may end at once), or the snapshot
+      interval is negative or not finite, naming the field.
   """
   if not isinstance(deploy_config, pipeline_pb2.DeployConfig):
     raise ValueError('deploy_config not of type pipeline_pb2.DeployConfig.')
@@ -150,4 +151,6 @@ def cluster_timeouts(deploy_config):
             'replica_timeout_secs', 'recovery_timeout_secs')
   return fault_runtime.FaultSettings(
       *[fault_runtime.check_timeout('deploy_config', name, getattr(deploy_config, name))
-        for name in fields], source='deploy_config')
+        for name in fields], source='deploy_config',
+      snapshot_interval=fault_runtime.check_interval(
+          'deploy_config', 'snapshot_interval_secs', deploy_config.snapshot_interval_secs))

@@ -5,13 +5,15 @@ and the Estimator (`MonitoredSession`, `deployment.monitored_training`) meet
 the same faults of a cluster the same way (docs/fault_tolerance.md). What they
 share lives here, built from one settings object:
 
-* `FaultSettings`: every timeout of a cluster task in seconds, and which
-  config it came from, so that log lines and errors name the field the user
-  sets (`deploy_config.recovery_timeout_secs` for a pipeline,
+* `FaultSettings`: every timeout of a cluster task in seconds (and the
+  interval of the chief's ps shard snapshots), and which config it came
+  from, so that log lines and errors name the field the user sets
+  (`deploy_config.recovery_timeout_secs` for a pipeline,
   `RunConfig.recovery_timeout_secs` on the Estimator path).
   `builders.deploy_config_builder.cluster_timeouts` makes one from a
   pipeline's `deploy_config`, `estimator.faults.fault_settings` from
-  a `RunConfig`; both check their fields through `check_timeout`.
+  a `RunConfig`; both check their fields through `check_timeout` (the
+  interval through `check_interval`).
 * `TaskFaults`: what one training task holds while it trains: the recovery
   deadline after a lost peer (`fault_tolerance.Recovery`), the step deadline
   of a ps cut off by the network (`step_watch.StepWatch`, with the longer
@@ -44,6 +46,7 @@ a deadline named after its config field, and both training paths share it.
 """
 
 import collections
+import math
 import threading
 
 from absl import logging
@@ -63,12 +66,12 @@ _FIELDS = {
     'deploy_config': {
         'startup': 'startup_timeout_secs', 'chief': 'chief_timeout_secs',
         'termination_grace': 'termination_grace_secs', 'replica': 'replica_timeout_secs',
-        'recovery': 'recovery_timeout_secs'},
+        'recovery': 'recovery_timeout_secs', 'snapshot_interval': 'snapshot_interval_secs'},
     'RunConfig': {
         # A RunConfig bounds a session's creation, which is what startup bounds.
         'startup': 'session_creation_timeout_secs', 'chief': 'chief_timeout_secs',
         'termination_grace': 'termination_grace_secs', 'replica': 'replica_timeout_secs',
-        'recovery': 'recovery_timeout_secs'},
+        'recovery': 'recovery_timeout_secs', 'snapshot_interval': 'snapshot_interval_secs'},
 }
 
 # Set once a training task of this process heard SIGTERM.
@@ -77,8 +80,9 @@ _sigterm_heard = threading.Event()
 
 class FaultSettings(collections.namedtuple(
     'FaultSettings',
-    ['startup', 'chief', 'termination_grace', 'replica', 'recovery', 'source'],
-    defaults=('deploy_config',))):
+    ['startup', 'chief', 'termination_grace', 'replica', 'recovery', 'source',
+     'snapshot_interval'],
+    defaults=('deploy_config', 0))):
   """Every timeout of a cluster task, in seconds, and the config they come from.
 
   Fields:
@@ -90,6 +94,9 @@ class FaultSettings(collections.namedtuple(
     recovery: the longest a task takes to rebuild its session after a lost
       peer, and the longest a step may take in a ps cluster.
     source: 'deploy_config' or 'RunConfig', for the messages.
+    snapshot_interval: seconds between the chief's copies of each ps shard
+      onto another ps (`deployment.shard_snapshots`); 0 (the default of a
+      hand-made FaultSettings): no copies.
   """
 
   __slots__ = ()
@@ -120,6 +127,26 @@ def check_timeout(source, field, value):
   elif value <= 0:
     raise ValueError('%s.%s must be positive (seconds), got %d' % (source, field, value))
   return value
+
+
+def check_interval(source, field, value):
+  """Raises ValueError naming `source.field` unless `value` is 0 (off) or a positive interval.
+
+  Args:
+    source: 'deploy_config' or 'RunConfig'.
+    field: the field's name, e.g. 'snapshot_interval_secs'.
+    value: its value in seconds.
+
+  Returns:
+    `value` as a float.
+  """
+  # Python values: None, a bool or a string must not pass for seconds; NaN
+  # and infinity would never (or always) be due.
+  if (isinstance(value, bool) or not isinstance(value, (int, float)) or
+      not math.isfinite(value) or value < 0):
+    raise ValueError('{}.{} must be 0 (off) or a positive number of seconds, got {!r}'.format(
+        source, field, value))
+  return float(value)
 
 
 def sigterm_heard():
@@ -221,6 +248,10 @@ class TaskFaults(object):
       self.step_watch = step_watch.StepWatch(
           self.step_timeout_secs, self.session_peers, self.step_timeout_setting,
           last_words=self.end_job)
+    # Only the chief copies the ps shards, and only a cluster with ps has any.
+    self.snapshot_interval_secs = (
+        settings.snapshot_interval if settings is not None and is_chief and self.session_peers
+        else 0)
     self.last_step = None
 
   @property

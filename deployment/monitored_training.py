@@ -9,8 +9,9 @@ tasks `train` gives that session the fault runtime of
   (bounded to a few seconds) and asks for a new one, which first waits until
   every ps accepts connections; the chief restores the latest checkpoint
   into the variables of the ps that came back empty only
-  (`deployment.shard_restore`; the other ps tasks keep theirs), a worker
-  polls every second until it has;
+  (`deployment.shard_restore`; the other ps tasks keep theirs), from the
+  snapshot another ps holds when there is one (`deployment.shard_snapshots`,
+  `snapshot_interval_secs`), a worker polls every second until it has;
   the first new session logs the step restored and the steps lost;
 * a ps cut off by the network: the step deadline (`TaskFaults.step_watch`);
   from creating a session to its first step, the startup timeout plus it;
@@ -110,6 +111,9 @@ class _WorkerSessionCreator(tf.compat.v1.train.SessionCreator):
 class _ChiefSessionCreator(tf.compat.v1.train.SessionCreator):
   """The chief's sessions, as tf's ChiefSessionCreator, restoring by ps shard when it can.
 
+  Each new session restored, it starts the copies of the ps shards
+  (`restore_by_shard.snapshots`, when there are any) on that session.
+
   Args:
     scaffold, master, config, checkpoint_dir: as `ChiefSessionCreator`'s.
     restore_by_shard: a `deployment.shard_restore.ShardRestore` over the
@@ -129,12 +133,24 @@ class _ChiefSessionCreator(tf.compat.v1.train.SessionCreator):
     if self._manager is None:
       self._manager = _session_manager(self._scaffold)
     saver = self._scaffold.saver
+    snapshots = self._restore_by_shard and self._restore_by_shard.snapshots
+    if snapshots is not None:
+      snapshots.stop()  # The old session's copies end before the restore reads them.
     if self._restore_by_shard is not None:
       saver = self._restore_by_shard.saver_for(saver)
-    return self._manager.prepare_session(
+    session = self._manager.prepare_session(
         self._master, saver=saver, checkpoint_dir=self._checkpoint_dir, config=self._config,
         init_op=self._scaffold.init_op, init_feed_dict=self._scaffold.init_feed_dict,
         init_fn=self._scaffold.init_fn)
+    if snapshots is not None:
+      snapshots.start(session)
+    return session
+
+  def stop_snapshots(self):
+    """Stops the copies of the ps shards (training is over or failed)."""
+    snapshots = self._restore_by_shard and self._restore_by_shard.snapshots
+    if snapshots is not None:
+      snapshots.stop()
 
 
 # The ops of SyncReplicasOptimizer's gradient accumulators.
@@ -142,8 +158,10 @@ _SYNC_REPLICAS_OPS = ('ConditionalAccumulator', 'ResourceConditionalAccumulator'
                       'SparseConditionalAccumulator')
 
 
-def _shard_restore_for(scaffold):
+def _shard_restore_for(scaffold, snapshot_interval_secs=0):
   """A ShardRestore for the chief, or None where only a full restore is right.
+
+  With `snapshot_interval_secs` it also keeps snapshots of the ps shards.
 
   Full restore: a saver the model built over its own variable list (a
   shard restore could reach variables it leaves out), saveable objects
@@ -160,7 +178,8 @@ def _shard_restore_for(scaffold):
     return None
   if any(op.type in _SYNC_REPLICAS_OPS for op in graph.get_operations()):
     return None
-  return shard_restore.ShardRestore(tf.compat.v1.global_variables())
+  return shard_restore.ShardRestore(tf.compat.v1.global_variables(),
+                                    snapshot_interval_secs=snapshot_interval_secs)
 
 
 class _FaultHook(tf.compat.v1.train.SessionRunHook):
@@ -273,8 +292,9 @@ def train(train_op, loss, scaffold, model_dir, hooks, chief_hooks, master, is_ch
   all_hooks = [fault_hook]
   if is_chief:
     # After a lost ps, only its variables come from the checkpoint.
-    creator = _ChiefSessionCreator(scaffold, master, session_config, model_dir,
-                                   restore_by_shard=_shard_restore_for(scaffold))
+    creator = _ChiefSessionCreator(
+        scaffold, master, session_config, model_dir,
+        restore_by_shard=_shard_restore_for(scaffold, faults.snapshot_interval_secs))
     all_hooks += list(chief_hooks)
     if log_step_count_steps:
       all_hooks.append(tf.compat.v1.train.StepCounterHook(
@@ -295,6 +315,8 @@ def train(train_op, loss, scaffold, model_dir, hooks, chief_hooks, master, is_ch
           session_creator=_RecoveringSessionCreator(creator, faults),
           hooks=all_hooks) as session:
         loss_value, any_step_done = _run_steps(session, train_op, loss)
+        if is_chief:
+          creator.stop_snapshots()  # Before the final checkpoint and the close.
         if faults.last_step is not None:
           # The final checkpoint and the close come next: bounded alike.
           faults.step_done(faults.last_step, ending=True)
@@ -303,6 +325,8 @@ def train(train_op, loss, scaffold, model_dir, hooks, chief_hooks, master, is_ch
       # hooks' end (the final checkpoint) or in the close gets here.
       faults.fail_after_last_step(e)
     finally:
+      if is_chief:
+        creator.stop_snapshots()
       faults.stop_step_watch()
       stop_watching_chief.set()
   if fault_hook.preempted is not None:

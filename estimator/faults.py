@@ -27,7 +27,11 @@ sigterm_heard = fault_runtime.sigterm_heard
 
 # The RunConfig fields a pipeline's deploy_config may set (same names there).
 _SHARED_FIELDS = {'recovery_timeout_secs': 'recovery', 'termination_grace_secs':
-                  'termination_grace', 'chief_timeout_secs': 'chief'}
+                  'termination_grace', 'chief_timeout_secs': 'chief',
+                  'snapshot_interval_secs': 'snapshot_interval'}
+# Their RunConfig defaults: a RunConfig value other than these was set in code.
+_RUN_CONFIG_DEFAULTS = dict(run_config_lib.FAULT_TIMEOUT_DEFAULTS,
+                            snapshot_interval_secs=run_config_lib.DEFAULT_SNAPSHOT_INTERVAL_SECS)
 
 
 def fault_settings(config):
@@ -43,7 +47,9 @@ def fault_settings(config):
       termination_grace=field('termination_grace_secs'),
       # Not a RunConfig field (the Estimator has no sync replicas): deploy_config's default.
       replica=pipeline_pb2.DeployConfig().replica_timeout_secs,
-      recovery=field('recovery_timeout_secs'), source='RunConfig')
+      recovery=field('recovery_timeout_secs'), source='RunConfig',
+      snapshot_interval=fault_runtime.check_interval(
+          'RunConfig', 'snapshot_interval_secs', config.snapshot_interval_secs))
 
 
 def uses_cluster_faults(config):
@@ -54,7 +60,7 @@ def uses_cluster_faults(config):
 
 
 def apply_deploy_config_timeouts(run_config, deploy_config):
-  """The RunConfig with the fault timeouts a pipeline's `deploy_config` sets (checked).
+  """The RunConfig with the fault settings a pipeline's `deploy_config` sets (checked).
 
   A field the file leaves out keeps the RunConfig's value, and a RunConfig
   value other than the default was set in code, which wins.
@@ -62,7 +68,7 @@ def apply_deploy_config_timeouts(run_config, deploy_config):
   timeouts = deploy_config_builder.cluster_timeouts(deploy_config)
   changes = {name: getattr(timeouts, key) for name, key in _SHARED_FIELDS.items()
              if deploy_config.HasField(name) and
-             getattr(run_config, name) == run_config_lib.FAULT_TIMEOUT_DEFAULTS[name]}
+             getattr(run_config, name) == _RUN_CONFIG_DEFAULTS[name]}
   return run_config.replace(**changes) if changes else run_config
 
 

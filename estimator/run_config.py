@@ -39,9 +39,13 @@ default of tf.estimator's RunConfig is kept):
   mid-step. Keep it below the scheduler's grace period (Kubernetes: 30 s);
 * `chief_timeout_secs` (default 300): a worker or ps of such a cluster whose
   chief's port stays closed this long exits 129 (a worker would otherwise
-  train on with nobody left to save its work, as tf.estimator's did).
+  train on with nobody left to save its work, as tf.estimator's did);
+* `snapshot_interval_secs` (default 5, 0: off): in asynchronous training
+  with two or more ps, the chief copies each ps's variables onto the next ps
+  this often; a lost ps is then restored from that copy (seconds old)
+  rather than from the latest checkpoint, unless its holder was lost too.
 
-All three mean what `deploy_config`'s fields of the same names mean for
+All four mean what `deploy_config`'s fields of the same names mean for
 `python -m trainer.train`: one fault runtime (deployment/fault_runtime.py)
 serves both; see docs/fault_tolerance.md.
 """
@@ -74,6 +78,7 @@ _DEFAULT_REPLACEABLE_LIST = [
     'num_clones', 'clone_on_cpu', 'deployment_config',
     # slimtrain's cluster fault settings.
     'recovery_timeout_secs', 'termination_grace_secs', 'chief_timeout_secs',
+    'snapshot_interval_secs',
 ]
 _DEFAULT_RECOVERY_TIMEOUT_SECS = 300
 _DEFAULT_TERMINATION_GRACE_SECS = 25
@@ -82,6 +87,8 @@ _DEFAULT_CHIEF_TIMEOUT_SECS = 300
 FAULT_TIMEOUT_DEFAULTS = {'recovery_timeout_secs': _DEFAULT_RECOVERY_TIMEOUT_SECS,
                           'termination_grace_secs': _DEFAULT_TERMINATION_GRACE_SECS,
                           'chief_timeout_secs': _DEFAULT_CHIEF_TIMEOUT_SECS}
+# deploy_config.snapshot_interval_secs's default, which the same RunConfig field shares.
+DEFAULT_SNAPSHOT_INTERVAL_SECS = 5.0
 
 
 class TaskType(object):
@@ -135,6 +142,8 @@ def _validate_properties(config):
   for name in FAULT_TIMEOUT_DEFAULTS:
     # No None: every wait of a cluster task is bounded (the fault runtime's check).
     fault_runtime.check_timeout('RunConfig', name, getattr(config, '_' + name))
+  fault_runtime.check_interval('RunConfig', 'snapshot_interval_secs',
+                               config._snapshot_interval_secs)
   _validate_device_fn(config._device_fn)
   if config._train_distribute is not None or config._eval_distribute is not None:
     raise ValueError('train_distribute/eval_distribute (tf.distribute strategies) are not '
@@ -220,7 +229,8 @@ class RunConfig(object):
                deployment_config=None,
                recovery_timeout_secs=_DEFAULT_RECOVERY_TIMEOUT_SECS,
                termination_grace_secs=_DEFAULT_TERMINATION_GRACE_SECS,
-               chief_timeout_secs=_DEFAULT_CHIEF_TIMEOUT_SECS):
+               chief_timeout_secs=_DEFAULT_CHIEF_TIMEOUT_SECS,
+               snapshot_interval_secs=DEFAULT_SNAPSHOT_INTERVAL_SECS):
     """Constructs a RunConfig; see the module docstring.
 
     Args:
@@ -254,6 +264,9 @@ class RunConfig(object):
         final checkpoint (slimtrain).
       chief_timeout_secs: a worker or ps of a ps cluster exits 129 when the
         chief's port stays closed this long (slimtrain).
+      snapshot_interval_secs: asynchronous training with 2 or more ps: the
+        chief copies each ps's variables onto the next ps this often, and a
+        lost ps is restored from that copy (0: off; slimtrain).
 
     Raises:
       ValueError: on invalid values or a malformed TF_CONFIG.
@@ -300,6 +313,7 @@ class RunConfig(object):
     self._recovery_timeout_secs = recovery_timeout_secs
     self._termination_grace_secs = termination_grace_secs
     self._chief_timeout_secs = chief_timeout_secs
+    self._snapshot_interval_secs = snapshot_interval_secs
     _validate_properties(self)
     self._init_cluster(tf_config)
 
@@ -437,6 +451,11 @@ class RunConfig(object):
   def chief_timeout_secs(self):
     """Seconds a worker or ps of a ps cluster waits for a lost chief (slimtrain)."""
     return self._chief_timeout_secs
+
+  @property
+  def snapshot_interval_secs(self):
+    """Seconds between the chief's copies of each ps shard onto another ps; 0: off (slimtrain)."""
+    return self._snapshot_interval_secs
 
   @property
   def deployment_config(self):

@@ -354,9 +354,11 @@ def build_training_graph(create_tensor_dict_fn, create_model_fn, train_config, t
           stamp=replica_progress and functools.partial(
               replica_progress.stamp_delivery, faults.replica_name, sync_optimizer))
     # In replicated mode only copy 0 is saved, under the original names. After a
-    # lost ps, only its variables are restored (asynchronous training).
+    # lost ps, only its variables are restored (asynchronous training), from
+    # the snapshot another ps holds when the chief keeps them.
     saver = shard_restore.ShardRestoringSaver(
         var_list=model_deploy.savable_variables(), partial=sync_optimizer is None,
+        snapshot_interval_secs=faults.snapshot_interval_secs if faults is not None else 0,
         keep_checkpoint_every_n_hours=train_config.keep_checkpoint_every_n_hours)
     return TrainingGraph(
         graph=graph, train_tensor=train_tensor, step_after_update=step_after_update,
@@ -481,6 +483,7 @@ def run_training(training_graph, train_config, train_dir, master='', is_chief=Tr
       saver=training_graph.saver, checkpoint_path=paths.join(train_dir, 'model.ckpt'),
       on_finish=on_finish, step_after_update=training_graph.step_after_update,
       faults=faults, startup_delay_steps=startup_delay_steps,
+      snapshots=getattr(training_graph.saver, 'snapshots', None) if is_chief else None,
       replica_monitor=training_graph.replica_progress and (
           replica_watch.ReplicaMonitor.for_task(
               training_graph.replica_progress,

@@ -17,7 +17,9 @@ Python from the global step it fetched, and adds what long jobs need:
   (`deployment.fault_runtime`): each step runs through its `BoundedSession`,
   so a step failing on a lost peer starts the recovery deadline; the first
   step of a rebuilt session logs what was restored, and a sync-replicas
-  monitor runs beside the steps; in a cluster, a step that does not finish
+  monitor (or, on the chief of asynchronous training, the copies of the ps
+  shards of `deployment.shard_snapshots`) runs beside the steps; in a
+  cluster, a step that does not finish
   within `TaskFaults.step_timeout_secs` (a partitioned ps) ends the task
   retryable, and closing the session after the last step is bounded by the
   termination grace and names the ps tasks it waits for when slow.
@@ -94,12 +96,15 @@ class TrainStepRunner:
     startup_delay_steps: a non-chief task waits before its first step until
       the global step reaches this (tf-slim's option of the same name, done
       here so that every step read re-arms the session-start deadline).
+    snapshots: optional `deployment.shard_snapshots.ShardSnapshots` (the
+      chief's): its copies start with the first step of each session and
+      stop when training ends or the session is given up.
   """
 
   def __init__(self, number_of_steps=None, examples_per_step=0,
                log_every_n_steps=10, is_chief=True, saver=None,
                checkpoint_path=None, on_finish=None, step_after_update=None,
-               faults=None, replica_monitor=None, startup_delay_steps=0):
+               faults=None, replica_monitor=None, startup_delay_steps=0, snapshots=None):
     self._number_of_steps = number_of_steps or None
     self._examples_per_step = examples_per_step
     self._log_every_n_steps = log_every_n_steps
@@ -110,6 +115,7 @@ class TrainStepRunner:
     self._step_after_update = step_after_update
     self._faults = faults or fault_runtime.TaskFaults()
     self._replica_monitor = replica_monitor
+    self._snapshots = snapshots
     self._startup_delay_steps = startup_delay_steps if not is_chief else 0
     self._sigterm = self._faults.sigterm_grace(is_chief, self.request_preemption)
     self._session = None  # The BoundedSession of the Supervisor's current session.
@@ -178,14 +184,19 @@ class TrainStepRunner:
       time.sleep(1.0)
 
   def stop_watching(self):
-    """Stops the step deadline (training ended, or the session is being rebuilt)."""
+    """Stops the step deadline and the snapshot copies (training ended, or the
+    session is being rebuilt)."""
     self._faults.stop_step_watch()
+    if self._snapshots is not None:
+      self._snapshots.stop()
 
   def _finish(self, sess, step):
     # The final checkpoint and the close still need the ps: bound them too.
     self._faults.step_done(step, ending=True)
     if self._replica_monitor is not None:
       self._replica_monitor.stop()
+    if self._snapshots is not None:
+      self._snapshots.stop()  # Before the final checkpoint and the close.
     logging.info('training finished at global step %d', step)
     # The Supervisor closes the session after its final checkpoint: bounded.
     self._bounded(sess).route_owner_close()
@@ -258,10 +269,12 @@ class TrainStepRunner:
     return self._session
 
   def _watch_session(self, sess, global_step):
-    """Before a step: end a recovery in progress, start the replica monitor."""
+    """Before a step: end a recovery in progress, start the replica monitor and the snapshots."""
     recovery = self._faults.recovery
     if recovery is not None and recovery.recovering:
       recovery.resumed(int(sess.run(global_step)))
     if self._replica_monitor is not None:
       self._replica_monitor.start(sess)
+    if self._snapshots is not None:
+      self._snapshots.start(sess)  # Once per session: the thread copies beside the steps.
 

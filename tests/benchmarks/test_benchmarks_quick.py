@@ -30,6 +30,7 @@ assert_figures = quick_testlib.assert_figures
     'benchmarks.overhead',
     'benchmarks.overhead_paired',
     'benchmarks.clone_scaling',
+    'benchmarks.shard_snapshots',
 ])
 def test_quick_mode_completes_and_prints_a_ratio(module):
   stdout = run_quick(module)

@@ -97,7 +97,8 @@ def test_deploy_config_flags_win_and_minus_one_means_one_per_gpu():
 def test_deploy_config_cluster_timeouts_defaults_and_checks():
   timeouts = deploy_config_builder.cluster_timeouts(pipeline_pb2.DeployConfig())
   assert timeouts == deploy_config_builder.ClusterTimeouts(
-      startup=600, chief=300, termination_grace=25, replica=300, recovery=300)
+      startup=600, chief=300, termination_grace=25, replica=300, recovery=300,
+      snapshot_interval=5.0)
   message = pipeline_pb2.DeployConfig(termination_grace_secs=10, replica_timeout_secs=40,
                                       recovery_timeout_secs=50)
   timeouts = deploy_config_builder.cluster_timeouts(message)
@@ -106,6 +107,21 @@ def test_deploy_config_cluster_timeouts_defaults_and_checks():
     deploy_config_builder.cluster_timeouts(pipeline_pb2.DeployConfig(replica_timeout_secs=0))
   with pytest.raises(ValueError, match=r'deploy_config not of type pipeline_pb2\.DeployConfig'):
     deploy_config_builder.cluster_timeouts(_WRONG)
+
+
+@pytest.mark.parametrize('value,expected', [(0, 0.0), (0.5, 0.5), (30, 30.0)])
+def test_deploy_config_snapshot_interval_zero_turns_it_off_any_positive_value_is_taken(
+    value, expected):
+  message = pipeline_pb2.DeployConfig(snapshot_interval_secs=value)
+  assert deploy_config_builder.cluster_timeouts(message).snapshot_interval == expected
+
+
+@pytest.mark.parametrize('bad', [-1.0, float('nan'), float('inf')])
+def test_deploy_config_snapshot_interval_negative_or_not_finite_is_refused_naming_it(bad):
+  message = pipeline_pb2.DeployConfig(snapshot_interval_secs=bad)
+  with pytest.raises(ValueError, match=r'deploy_config\.snapshot_interval_secs must be 0 '
+                                       r'\(off\) or a positive number of seconds'):
+    deploy_config_builder.cluster_timeouts(message)
 
 
 if __name__ == '__main__':

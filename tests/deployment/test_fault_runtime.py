@@ -47,8 +47,10 @@ def test_run_config_maps_onto_the_same_settings_naming_run_config_fields():
                          chief_timeout_secs=20, session_creation_timeout_secs=60)
   settings = estimator_faults.fault_settings(config)
   assert settings == fault_runtime.FaultSettings(
-      startup=60, chief=20, termination_grace=5, replica=300, recovery=15, source='RunConfig')
+      startup=60, chief=20, termination_grace=5, replica=300, recovery=15, source='RunConfig',
+      snapshot_interval=5.0)
   assert settings.setting('startup') == 'RunConfig.session_creation_timeout_secs'
+  assert settings.setting('snapshot_interval') == 'RunConfig.snapshot_interval_secs'
   assert settings.setting('termination_grace') == 'RunConfig.termination_grace_secs'
 
 
@@ -59,6 +61,25 @@ def test_a_bad_run_config_timeout_is_refused_naming_the_run_config_field(bad):
     fault_runtime.check_timeout('RunConfig', 'recovery_timeout_secs', bad)
   with pytest.raises(ValueError, match=r'RunConfig\.termination_grace_secs must be a positive'):
     tfe.RunConfig(termination_grace_secs=bad)
+
+
+@pytest.mark.parametrize('bad', [-1, None, True, '5', float('nan')])
+def test_a_bad_snapshot_interval_is_refused_naming_its_field(bad):
+  with pytest.raises(ValueError, match=r'RunConfig\.snapshot_interval_secs must be 0 \(off\) '
+                                       r'or a positive number of seconds'):
+    tfe.RunConfig(snapshot_interval_secs=bad)
+
+
+def test_the_snapshot_interval_of_a_deploy_config_reaches_the_run_config():
+  deploy = pipeline_pb2.DeployConfig(snapshot_interval_secs=0)
+  config = estimator_faults.apply_deploy_config_timeouts(tfe.RunConfig(), deploy)
+  assert config.snapshot_interval_secs == 0
+  assert estimator_faults.fault_settings(config).snapshot_interval == 0
+  # Set in code, the RunConfig wins; unset in the file, the RunConfig keeps its value.
+  in_code = tfe.RunConfig(snapshot_interval_secs=2)
+  assert estimator_faults.apply_deploy_config_timeouts(in_code, deploy).snapshot_interval_secs == 2
+  assert estimator_faults.apply_deploy_config_timeouts(
+      tfe.RunConfig(), pipeline_pb2.DeployConfig()).snapshot_interval_secs == 5
 
 
 def test_a_deploy_config_timeout_the_file_sets_reaches_the_run_config_checked():

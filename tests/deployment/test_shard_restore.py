@@ -15,36 +15,18 @@ from deployment import model_deploy
 from deployment import monitored_training
 from deployment import shard_restore
 from tests import test_util
+from tests.deployment import shard_testlib
 
 tf.compat.v1.disable_eager_execution()
 
-_CHECKPOINT_VALUES = {'global_step': 40, 'a': 1.0, 'b': 2.0, 'c': 3.0}
-
-
-def _build_variables():
-  """global_step, a, b, c and a 2-way partitioned `p`, in the default graph."""
-  variables = {'global_step': tf.compat.v1.train.get_or_create_global_step()}
-  for name in ('a', 'b', 'c'):
-    variables[name] = tf.compat.v1.get_variable(name, [], initializer=tf.zeros_initializer())
-  variables['p'] = tf.compat.v1.get_variable(
-      'p', [4], initializer=tf.zeros_initializer(),
-      partitioner=tf.compat.v1.fixed_size_partitioner(2))
-  return variables
+_CHECKPOINT_VALUES = shard_testlib.CHECKPOINT_VALUES
+_build_variables = shard_testlib.build_variables
+_values = shard_testlib.values
 
 
 @pytest.fixture(scope='module')
 def checkpoint(tmp_path_factory):
-  path = str(tmp_path_factory.mktemp('ckpt') / 'model.ckpt')
-  with tf.Graph().as_default():
-    variables = _build_variables()
-    assigns = [tf.compat.v1.assign(variables[n], v) for n, v in _CHECKPOINT_VALUES.items()]
-    for part, values in zip(variables['p'], ([10., 11.], [12., 13.])):
-      assigns.append(tf.compat.v1.assign(part, values))
-    saver = tf.compat.v1.train.Saver()
-    with tf.compat.v1.Session() as sess:
-      sess.run(tf.compat.v1.global_variables_initializer())
-      sess.run(assigns)
-      return saver.save(sess, path, global_step=40)
+  return shard_testlib.write_checkpoint(str(tmp_path_factory.mktemp('ckpt') / 'model.ckpt'))
 
 
 def _cluster():
@@ -73,12 +55,6 @@ def _cluster_graph(spec, partial=True):
 
 def _task(variable):
   return tf.DeviceSpec.from_string(variable.device).task
-
-
-def _values(sess, variables):
-  values = sess.run({n: v for n, v in variables.items() if n != 'p'})
-  values['p'] = list(sess.run(variables['p'].as_tensor()))
-  return values
 
 
 def _initialise_ps0_only(sess, variables):

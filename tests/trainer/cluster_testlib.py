@@ -72,8 +72,12 @@ def write_pipeline_config(directory, data, num_steps=20, batch_size=4, learning_
                           save_interval_secs=600, log_every_n_steps=1,
                           startup_timeout_secs=60, chief_timeout_secs=60, name='pipeline.config',
                           debug_nan_loss_at_step=0, termination_grace_secs=25,
-                          replica_timeout_secs=300, recovery_timeout_secs=300):
-  """Writes a pipeline config for the tiny classifier; returns its path."""
+                          replica_timeout_secs=300, recovery_timeout_secs=300,
+                          snapshot_interval_secs=None):
+  """Writes a pipeline config for the tiny classifier; returns its path.
+
+  `snapshot_interval_secs` None leaves the field out (its default applies).
+  """
   text = """
 model { slim_classifier {
   num_classes: %(num_classes)d net: "small_cnn" image_height: %(size)d image_width: %(size)d
@@ -108,6 +112,7 @@ deploy_config {
   termination_grace_secs: %(grace)d
   replica_timeout_secs: %(replica_timeout)d
   recovery_timeout_secs: %(recovery)d
+  %(snapshot)s
 }
 """ % dict(num_classes=NUM_CLASSES, size=IMAGE_SIZE, batch_size=batch_size,
            num_steps=num_steps, sync='true' if sync_replicas else 'false',
@@ -116,7 +121,9 @@ deploy_config {
            pattern=data['pattern'], num_clones=num_clones, startup=startup_timeout_secs,
            chief=chief_timeout_secs, nan_step=debug_nan_loss_at_step,
            grace=termination_grace_secs, replica_timeout=replica_timeout_secs,
-           recovery=recovery_timeout_secs)
+           recovery=recovery_timeout_secs,
+           snapshot='' if snapshot_interval_secs is None else
+           'snapshot_interval_secs: %g' % snapshot_interval_secs)
   path = os.path.join(directory, name)
   with open(path, 'w') as f:
     f.write(text)

@@ -247,27 +247,35 @@ def test_sync_replica_cut_off_by_a_partition_every_task_exits_retryable(tmp_path
   assert lib.latest_checkpoint_step(train_dir) >= 10
 
 
-@pytest.mark.parametrize('lost_ps', [1, 0])
+@pytest.mark.parametrize('lost_ps,snapshot_secs', [(1, 0), (0, 0), (1, 1)],
+                         ids=['ps1-checkpoint', 'ps0-checkpoint', 'ps1-snapshot'])
 def test_ps_killed_and_restarted_only_its_shard_is_restored_and_training_reaches_num_steps(
-    tmp_path, data, lost_ps):
-  # Issue 28 item 1. replica_device_setter places the global step on ps 0.
+    tmp_path, data, lost_ps, snapshot_secs):
+  # Issue 28 items 1 and 2. replica_device_setter places the global step on ps 0.
   train_dir = str(tmp_path / 'train')
   # Long enough that the kill lands mid-training even on a fast machine.
   num_steps = 800
   # The recovery waits for the restarted ps and for gRPC's reconnection
   # backoff to it, which grows with the time the ps was down: 77 s seen when
-  # the restarted ps took 38 s to start on a loaded machine.
+  # the restarted ps took 38 s to start on a loaded machine. With snapshots
+  # the Supervisor writes its checkpoint at the start only (600 s), which
+  # the snapshot must beat.
   config = lib.write_pipeline_config(str(tmp_path), data, num_steps=num_steps,
-                                     save_interval_secs=1, log_every_n_steps=5,
-                                     recovery_timeout_secs=180)
+                                     save_interval_secs=600 if snapshot_secs else 1,
+                                     log_every_n_steps=5, recovery_timeout_secs=180,
+                                     snapshot_interval_secs=snapshot_secs)
   lost, kept = '/job:ps/task:%d' % lost_ps, '/job:ps/task:%d' % (1 - lost_ps)
   with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
     cluster, tasks = _start_job(group, config, train_dir, num_workers=1, num_ps=2)
     chief = tasks['chief0']
     lib.wait_until(lambda: lib.checkpoint_steps(train_dir) and max(
-        lib.checkpoint_steps(train_dir)) >= 20, _START_SECS, group, 'a checkpoint >= 20')
+        lib.checkpoint_steps(train_dir)) >= (0 if snapshot_secs else 20), _START_SECS, group,
+        'a checkpoint')
     for name in ('chief0', 'worker0'):  # Both training, not one still starting.
       lib.wait_for_step(group, tasks[name], 1, timeout=_START_SECS)
+    if snapshot_secs:
+      lib.wait_for_step(group, chief, 40, timeout=_START_SECS)
+      time.sleep(3 * snapshot_secs)  # A few rounds of copies past the checkpoint.
     saved_before_kill = max(lib.checkpoint_steps(train_dir))
     os.killpg(tasks['ps%d' % lost_ps].pid, signal.SIGKILL)
     group.wait(tasks['ps%d' % lost_ps], timeout=30)
@@ -277,11 +285,6 @@ def test_ps_killed_and_restarted_only_its_shard_is_restored_and_training_reaches
     remaining['ps%d_restarted' % lost_ps] = restarted
     codes = lib.wait_all(group, remaining, timeout=180 + _EXIT_SECS + _MARGIN_SECS)
     assert set(codes.values()) == {0}, (codes, group.logs())
-    # Only the lost ps's variables came from the checkpoint.
-    shard = re.search(r'restored the \d+ variables of %s from \S*model\.ckpt-(\d+); kept the '
-                      r'current values of %s \(\d+ variables\)' % (lost, kept), chief.output())
-    assert shard, group.logs()
-    assert int(shard.group(1)) >= saved_before_kill, (shard.group(1), saved_before_kill)
     match = re.search(r'recovered from a lost peer: restored global step (\d+), '
                       r'(\d+) step\(s\) lost \((?:[^()]+) was lost at global step (\d+)\)',
                       chief.output())
@@ -293,6 +296,24 @@ def test_ps_killed_and_restarted_only_its_shard_is_restored_and_training_reaches
     before_loss = chief.output().split('; rebuilding the session')[0]
     logged = [int(s) for s, _ in re.findall(lib.PROGRESS_RE, before_loss)]
     assert logged and lost_at >= max(logged), (lost_at, logged)
+    if snapshot_secs:
+      # The lost shard came from its copy on ps 0, younger than the checkpoint.
+      shard = re.search(r'restored the \d+ variables of %s from its snapshot on %s \(global '
+                        r'step (\d+): [0-9.]+ s, (\d+) steps old\); kept the current values '
+                        r'of %s \(\d+ variables\)' % (lost, kept, kept), chief.output())
+      assert shard, group.logs()
+      snapshot_step, steps_old = int(shard.group(1)), int(shard.group(2))
+      # (The worker's steps go on after the chief's last: the copy may be newer.)
+      assert saved_before_kill < snapshot_step <= restored, (
+          saved_before_kill, snapshot_step, restored)
+      assert steps_old < lost_at - saved_before_kill, (steps_old, lost_at, saved_before_kill)
+    else:
+      # Only the lost ps's variables came from the checkpoint.
+      shard = re.search(r'restored the \d+ variables of %s from \S*model\.ckpt-(\d+); kept '
+                        r'the current values of %s \(\d+ variables\)' % (lost, kept),
+                        chief.output())
+      assert shard, group.logs()
+      assert int(shard.group(1)) >= saved_before_kill, (shard.group(1), saved_before_kill)
     if lost_ps == 1:
       # The global step lives on ps 0, which kept it: no step is lost.
       assert steps_lost == 0 and restored >= lost_at, (restored, steps_lost, lost_at)
