@@ -50,6 +50,9 @@ from trainer import trainer
 from trainer import training_loop
 
 FLAGS = flags.FLAGS
+# Set when this worker left a running asynchronous job on SIGTERM: nothing of it is left
+# to save, so it exits without the interpreter's slow teardown (deployment/elastic.py).
+_left_the_job = []
 
 
 def define_flags():
@@ -187,6 +190,7 @@ def run(argv=None):
     logging.warning('%s', e)
     if elastic_worker and not is_chief:  # removed (a scale-down) or preempted alone
       elastic.announce(cluster, elastic.LEFT, timeout_secs=min(5, timeouts.termination_grace))
+      _left_the_job.append(True)
     if ps_tasks:
       fault_runtime.signal_preempted(master, cluster, timeouts)
     return exit_codes.PREEMPTED
@@ -271,7 +275,10 @@ def _train_until_done(train_once, cluster, faults, num_steps):
 
 
 def main(argv):
-  fault_tolerance.exit_process(run(argv))
+  code = run(argv)
+  if _left_the_job:
+    fault_tolerance.exit_without_teardown(code)
+  fault_tolerance.exit_process(code)
 
 
 if __name__ == '__main__':
