@@ -1,7 +1,8 @@
 r"""Does a ps leak memory as workers join and leave a running job? (issue 29; not a test)
 
 A ps process serves one 4 MB variable; the chief (this process) initialises it. Then,
-`--cycles` times, a new worker process joins the running job the way
+`--cycles` times (in batches of `--parallel` that join together; every batch costs
+TensorFlow imports), a new worker process joins the running job the way
 `deployment/elastic.py` makes a `python -m trainer.train` worker join (its server boots
 as `slimtrain_joining`, its sessions carry its cluster to the ps with state shared),
 runs `--steps` updates that send a tensor computed on the joiner to the ps and read the
@@ -11,8 +12,8 @@ memory (VmRSS from /proc) is read.
 
     python -m benchmarks.elastic_ps_memory --cycles=50
 
-prints one line per cycle and then the growth between the mean of the first and the
-last ten cycles. Every joiner has its own port, as on Kubernetes every new pod has its
+prints one line per batch and then the growth between the mean of the first and the
+last third of the batches. Every joiner has its own port, as on Kubernetes every new pod has its
 own address, so the ps sees 50 workers it never heard of.
 
 Differs on purpose from a timed test: it measures, it does not assert; the numbers go to
@@ -82,6 +83,8 @@ def main():
   parser.add_argument('--cycles', type=int, default=50)
   parser.add_argument('--steps', type=int, default=20)
   parser.add_argument('--linger', type=int, default=0)
+  parser.add_argument('--parallel', type=int, default=5,
+                      help='joiners that join (and then leave) together in one cycle')
   args = parser.parse_args()
   if args.role == 'ps':
     return _serve_ps()
@@ -106,27 +109,33 @@ def main():
       session.run(variable.initializer)
     print('ps RSS after the chief initialised: %.1f MB' % _rss_mb(ps_process.pid), flush=True)
     rss = []
-    for cycle in range(args.cycles):
-      grown = dict(cluster, worker=cluster['worker'] + ports.loopback_addresses(1))
-      linger = cycle % 2
-      joiner = subprocess.Popen(
-          command + ['--role=joiner', '--steps=%d' % args.steps, '--linger=%d' % linger],
-          env=_env(grown, 'worker', 1), stdout=subprocess.PIPE, text=True)
-      if joiner.stdout.readline().strip() != 'JOINED_AND_TRAINED':
-        raise RuntimeError('joiner %d failed (exit %s)' % (cycle, joiner.wait()))
-      if linger:
-        joiner.send_signal(signal.SIGTERM)
-      code = joiner.wait(timeout=120)
+    joined = 0
+    while joined < args.cycles:
+      batch = []
+      for _ in range(min(args.parallel, args.cycles - joined)):
+        grown = dict(cluster, worker=cluster['worker'] + ports.loopback_addresses(1))
+        linger = joined % 2
+        batch.append((joined, linger, subprocess.Popen(
+            command + ['--role=joiner', '--steps=%d' % args.steps, '--linger=%d' % linger],
+            env=_env(grown, 'worker', 1), stdout=subprocess.PIPE, text=True)))
+        joined += 1
+      for cycle, linger, joiner in batch:
+        if joiner.stdout.readline().strip() != 'JOINED_AND_TRAINED':
+          raise RuntimeError('joiner %d failed (exit %s)' % (cycle, joiner.wait()))
+        if linger:
+          joiner.send_signal(signal.SIGTERM)
+      codes = [joiner.wait(timeout=300) for _, _, joiner in batch]
       time.sleep(1.0)
       rss.append(_rss_mb(ps_process.pid))
-      print('cycle %2d: joiner %s (exit %d), ps RSS %.1f MB' % (
-          cycle, 'SIGTERM' if linger else 'closed', code, rss[-1]), flush=True)
-    window = min(10, len(rss) // 2) or 1
+      print('%2d joins/leaves (exits %s), ps RSS %.1f MB' % (joined, codes, rss[-1]),
+            flush=True)
+    window = max(len(rss) // 3, 1)
     first, last = np.mean(rss[:window]), np.mean(rss[-window:])
-    print('ps RSS: mean of the first %d cycles %.1f MB, of the last %d %.1f MB: '
-          '%+.1f MB over %d cycles (%+.2f MB per join/leave)' % (
-              window, first, window, last, last - first, len(rss),
-              (last - first) / max(len(rss) - window, 1)))
+    between = (len(rss) - window) * args.parallel
+    print('ps RSS: mean after the first %d batches %.1f MB, after the last %d %.1f MB: '
+          '%+.1f MB over %d joins/leaves (%+.2f MB per join/leave)' % (
+              window, first, window, last, last - first, between,
+              (last - first) / max(between, 1)))
   finally:
     ps_process.kill()
     ps_process.wait()

@@ -117,17 +117,11 @@ def start_worker_server(cluster, timeout_secs, resizable, fixed_workers_reason=S
       worker list where it may not change.
     cluster_runtime.StartupTimeoutError, TimeoutError: the chief is not up.
   """
-  chiefs = cluster_check.read_chiefs_cluster(cluster, timeout_secs)
-  resize = cluster_check.compare_with_chief(cluster, chiefs, resizable,
-                                            fixed_workers_reason)
+  chiefs = cluster_check.agree_with_chief(cluster, None, timeout_secs, resizable,
+                                          fixed_workers_reason)
   joining = is_new_worker(cluster, chiefs)
-  if resize:
-    logging.info('task %s:%d: %s since the chief started; chief, master and ps lists '
-                 'match%s', cluster.task_type, cluster.task_index, resize,
-                 '; joining the running job' if joining else '')
-  else:
-    logging.info('cluster of task %s:%d matches the chief\'s', cluster.task_type,
-                 cluster.task_index)
+  if joining:
+    logging.info('task worker:%d is new to the running job: joining it', cluster.task_index)
   return cluster.start_server(joining=joining), joining
 
 
