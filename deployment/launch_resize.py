@@ -87,6 +87,10 @@ class ResizeMixin(object):
       return
     workers = self._cluster['worker']
     index = len(workers)
+    if any(t.running for t in self._tasks if t.key == ('worker', index)):
+      self.log('cannot add a worker: worker:%d is still leaving; ask again once it exited'
+               % index)
+      return
     address = self._spare_addresses.pop(index, None) or ports.loopback_addresses(1)[0]
     self._set_workers(workers + [address])
     self._tasks = [t for t in self._tasks if t.key != ('worker', index)]

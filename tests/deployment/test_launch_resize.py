@@ -107,6 +107,32 @@ def test_a_removed_worker_gets_sigterm_and_neither_restarts_nor_ends_the_job(run
   assert _tf_config(out.getvalue(), 'worker:1')['cluster']['worker'][1] == address
 
 
+def test_a_removed_worker_ignoring_sigterm_is_killed_after_the_grace(tmp_path):
+  args = ['--record_dir=%s' % tmp_path, '--until_sigterm=%s' % _ALL,
+          '--ignore_sigterm=worker:1']
+  specs = [replicas.ReplicaSpec(t, 1, _PROGRAM + args) for t in ('chief', 'worker', 'ps')]
+  out = io.StringIO()
+  launcher = launch.Launcher(specs, out=out, grace_secs=2, cwd=cluster_util.REPO_ROOT,
+                             env={'CUDA_VISIBLE_DEVICES': ''})
+  thread = threading.Thread(target=lambda: launcher.run(handle_signals=False), daemon=True)
+  thread.start()
+  try:
+    launcher.request_resize(+1)
+    _wait_for_record(tmp_path, 'worker:1', 'ignoring', log=out.getvalue)
+    launcher.request_resize(-1)
+    launcher.request_resize(+1)  # its index is still taken by the leaving process
+    deadline = time.time() + _WAIT_SECS
+    while 'worker:1 removed: exited with code 137' not in out.getvalue():
+      assert time.time() < deadline, out.getvalue()
+      time.sleep(0.05)
+  finally:
+    launcher.request_stop()
+    thread.join(_WAIT_SECS)
+  log = out.getvalue()
+  assert 'cannot add a worker: worker:1 is still leaving' in log
+  assert 'worker:1 still running 2s after its removal: SIGKILL' in log
+
+
 def test_worker_zero_of_a_job_without_a_chief_is_not_removed(tmp_path):
   args = ['--record_dir=%s' % tmp_path, '--until_sigterm=%s' % _ALL]
   specs = [replicas.ReplicaSpec('worker', 1, _PROGRAM + args),
