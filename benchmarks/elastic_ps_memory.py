@@ -112,12 +112,14 @@ def main():
     joined = 0
     while joined < args.cycles:
       batch = []
-      for _ in range(min(args.parallel, args.cycles - joined)):
-        grown = dict(cluster, worker=cluster['worker'] + ports.loopback_addresses(1))
+      size = min(args.parallel, args.cycles - joined)
+      # Workers 1..size join together, each at a new address (as new pods would be).
+      grown = dict(cluster, worker=cluster['worker'] + ports.loopback_addresses(size))
+      for index in range(1, size + 1):
         linger = joined % 2
         batch.append((joined, linger, subprocess.Popen(
             command + ['--role=joiner', '--steps=%d' % args.steps, '--linger=%d' % linger],
-            env=_env(grown, 'worker', 1), stdout=subprocess.PIPE, text=True)))
+            env=_env(grown, 'worker', index), stdout=subprocess.PIPE, text=True)))
         joined += 1
       for cycle, linger, joiner in batch:
         if joiner.stdout.readline().strip() != 'JOINED_AND_TRAINED':

@@ -58,10 +58,10 @@ from absl import logging
 import tensorflow as tf
 
 JOBS = ('chief', 'master', 'worker', 'ps', 'evaluator')
-# The job a worker that joins a running job boots its server under (deployment/elastic.py):
-# never a job of any TF_CONFIG, so the name its sessions give it ('worker', index) can be
-# sent to the other tasks with the session (TensorFlow refuses to propagate a server's
-# own boot name).
+# The job a worker that joins a running job boots its server under (deployment/elastic.py),
+# at its worker index: never a job of any TF_CONFIG, so the name its sessions give it
+# ('worker', index) can be sent to the other tasks with the session (TensorFlow refuses
+# to propagate a server's own boot name).
 JOINING_JOB = 'slimtrain_joining'
 
 TRAINING_JOBS = ('chief', 'master', 'worker')
@@ -408,8 +408,11 @@ class ClusterConfig(object):
                            self._task_type, self._task_index, json.dumps(self._cluster)))
     if self._server is None:
       if joining:
-        spec, job, index = (tf.train.ClusterSpec({JOINING_JOB: [self.task_address]}),
-                            JOINING_JOB, 0)
+        # Its own index in the boot job: a ps drops the sessions of a master task whose
+        # name comes back from a new process, so two joiners must not share one.
+        spec, job, index = (
+            tf.train.ClusterSpec({JOINING_JOB: {self._task_index: self.task_address}}),
+            JOINING_JOB, self._task_index)
       else:
         spec, job, index = self.cluster_spec, self._task_type, self._task_index
       self._server = tf.distribute.Server(spec, job_name=job, task_index=index,

@@ -9,7 +9,9 @@ of the model. This module lets that number change while the job runs:
   `deployment.launch` for an added task). Its startup check (`deployment/cluster_check.py`)
   accepts a grown worker list for an asynchronous job. The ps tasks and the chief were
   started with the old list and cannot resolve the new worker's name, so the joiner's
-  server boots under a job name of its own (`cluster.JOINING_JOB`) and every session it
+  server boots under a job name of its own (`cluster.JOINING_JOB`, at its worker index:
+  a ps drops the sessions of a master name that comes back from another process, so
+  two joiners never share one) and every session it
   creates carries its whole cluster to the tasks it uses (TensorFlow's cluster
   propagation, with state shared, so it sees the same variables). Its device filters name
   only the ps job and itself (`ClusterConfig.device_filters`), so no other worker and not

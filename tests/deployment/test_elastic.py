@@ -119,6 +119,36 @@ def test_a_joining_worker_shares_the_ps_variables_with_the_chief(running_job):
       assert session.run(total.value()) == 3.0
 
 
+def test_two_workers_joining_together_keep_their_sessions(running_job):
+  """A ps drops the sessions of a master name that reappears; each joiner has its own."""
+  new = _addresses(2)
+  cluster = dict(running_job['cluster'],
+                 worker=running_job['cluster']['worker'] + [running_job['new_worker']] + new)
+  joiners = [_config(cluster, 'worker', index) for index in (2, 3)]
+  runs = []  # (session, ops) per joiner, each in its own graph as in its process
+  try:
+    for joiner in joiners:
+      assert elastic.start_worker_server(joiner, 10, resizable=True)[1]
+      with tf.Graph().as_default() as graph:
+        with tf.compat.v1.device('/job:ps/task:0'):
+          total = tf.compat.v1.get_variable('together_total', shape=[], use_resource=True,
+                                            initializer=tf.compat.v1.zeros_initializer())
+        with tf.compat.v1.device('/job:worker/task:%d' % joiner.task_index):
+          one = tf.constant(2.0) - tf.constant(1.0)
+        ops = {'init': total.initializer, 'update': total.assign_add(one),
+               'value': total.value()}
+        runs.append((tf.compat.v1.Session(joiner.master, graph=graph,
+                                          config=joiner.session_config()), ops))
+    runs[0][0].run(runs[0][1]['init'])
+    for _ in range(3):  # the first joiner's session outlives the second's creation
+      for session, ops in runs:
+        session.run(ops['update'])
+    assert runs[0][0].run(runs[0][1]['value']) == 6.0
+  finally:
+    for session, _ in runs:
+      session.close()
+
+
 def test_the_chief_logs_joins_and_leaves_with_the_worker_count(running_job):
   chief = running_job['chief']
   members = elastic.MembershipLog(chief, chief.master)

@@ -108,7 +108,7 @@ def test_a_worker_joins_a_running_job_and_trains_a_stale_ps_list_is_refused(tmp_
     # It started from the step the job had reached, not from 0.
     assert joiner_steps[0] > step_before_join, (joiner_steps[:5], step_before_join)
     lib.wait_for_step(group, tasks['worker1'], first + 20, timeout=_START_SECS)
-    assert 'joining the running job' in tasks['worker1'].output()
+    assert 'worker:1 is new to the running job: joining it' in tasks['worker1'].output()
     assert 'ps task 0: worker 1 joined' in tasks['ps0'].output(), tasks['ps0'].output()
     # The job trains on with three tasks, none restarted.
     after_join = _last_step(tasks['chief0'])
