@@ -109,7 +109,8 @@ def test_a_joining_worker_shares_the_ps_variables_with_the_chief(running_job):
       two = tf.constant(1.0) + tf.constant(1.0)  # runs on the joiner, sent to the ps
     update = total.assign_add(two)
     config = joiner.session_config()
-    assert config.cluster_def.job and config.experimental.share_session_state_in_clusterspec_propagation
+    assert config.cluster_def.job
+    assert config.experimental.share_session_state_in_clusterspec_propagation
     with tf.compat.v1.Session(joiner.master, config=config) as session:
       assert session.run(update) == 3.0
   with tf.Graph().as_default():
@@ -181,7 +182,8 @@ def test_announce_to_an_absent_chief_returns_false_at_once():
 
 
 def _tokens(num_workers):
-  cluster = {'chief': ['a:1'], 'ps': ['p:1'], 'worker': ['w:%d' % (i + 1) for i in range(num_workers)]}
+  cluster = {'chief': ['a:1'], 'ps': ['p:1'],
+             'worker': ['w:%d' % (i + 1) for i in range(num_workers)]}
   return cluster_runtime._DoneTokens(_config(cluster, 'ps'), chief_timeout_secs=300,
                                      termination_grace_secs=25)
 
