@@ -8,7 +8,7 @@ as `slimtrain_joining`, its sessions carry its cluster to the ps with state shar
 runs `--steps` updates that send a tensor computed on the joiner to the ps and read the
 variable back, and exits: half of them on SIGTERM (the process is ended while its
 session is open), half by closing their session. After each cycle the ps's resident
-memory (VmRSS from /proc) is read.
+memory (VmRSS from /proc), threads and open file descriptors are read.
 
     python -m benchmarks.elastic_ps_memory --cycles=50
 
@@ -39,6 +39,11 @@ def _rss_mb(pid):
       if line.startswith('VmRSS:'):
         return int(line.split()[1]) / 1024.0
   return float('nan')
+
+
+def _threads_and_fds(pid):
+  """(threads, open file descriptors) of process `pid`: gRPC state that could pile up."""
+  return len(os.listdir('/proc/%d/task' % pid)), len(os.listdir('/proc/%d/fd' % pid))
 
 
 def _variable(tf):
@@ -129,8 +134,8 @@ def main():
       codes = [joiner.wait(timeout=300) for _, _, joiner in batch]
       time.sleep(1.0)
       rss.append(_rss_mb(ps_process.pid))
-      print('%2d joins/leaves (exits %s), ps RSS %.1f MB' % (joined, codes, rss[-1]),
-            flush=True)
+      print('%2d joins/leaves (exits %s), ps RSS %.1f MB, threads %d, fds %d' % (
+          (joined, codes, rss[-1]) + _threads_and_fds(ps_process.pid)), flush=True)
     window = max(len(rss) // 3, 1)
     first, last = np.mean(rss[:window]), np.mean(rss[-window:])
     between = (len(rss) - window) * args.parallel
