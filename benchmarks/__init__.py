@@ -15,6 +15,8 @@ Map:
   time and link speed; checked against real loopback clusters by
   `scaling_check.py` (`scaling_model --check`: 1-3 workers x 1-2 ps, loopback
   or one network namespace per task).
+* `elastic_ps_memory.py`: a ps's memory, threads and descriptors while 50 workers
+  join and leave a running job (issue 29; a measurement, no threshold).
 * `bench_util.py`: the timing protocol, tables, synthetic data and models they share.
 """
 
