@@ -17,6 +17,8 @@ Map:
   `--validate` compares real clusters with the frozen predictions
   (`scaling_validate.py`; clusters, link probes and `tc` limits in `scaling_check.py`:
   1-4 workers x 1-2 ps, loopback or one network namespace per task).
+* `elastic_ps_memory.py`: a ps's memory, threads and descriptors while 50 workers
+  join and leave a running job (issue 29; a measurement, no threshold).
 * `bench_util.py`: the timing protocol, tables, synthetic data and models they share.
 """
 

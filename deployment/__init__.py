@@ -20,6 +20,8 @@ Map:
   the ps tasks and the chief at startup, the ps serving loop, and the one
   "training done" signal both workflows (`trainer.train`, the Estimator's
   `train_and_evaluate`) send to the ps tasks.
+* `elastic.py`: workers that join and leave a running asynchronous ps job
+  (a joiner's server and sessions, the chief's membership log).
 * `sync_replicas.py`: a `SyncReplicasOptimizer` whose chief stops cleanly
   after the last step and releases the workers.
 * `launch.py`: `python -m deployment.launch`, a whole cluster as local
@@ -27,6 +29,8 @@ Map:
   TFJob or JobSet manifest; `tfjob.py`: writes Kubernetes manifests (TFJob,
   or a JobSet from `jobset.py`, both around the pods of `k8s_pods.py`) and
   reads TFJobs;
+  `launch_resize.py`: the launcher adds (SIGUSR1) and removes (SIGUSR2)
+  workers of a running job;
   `replicas.py`: replica types, restart policies, the operator's TF_CONFIG;
   `ports.py`: free loopback ports.
 * `fault_runtime.py`: the one fault runtime of a training task, used by

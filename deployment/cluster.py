@@ -58,6 +58,12 @@ from absl import logging
 import tensorflow as tf
 
 JOBS = ('chief', 'master', 'worker', 'ps', 'evaluator')
+# The job a worker that joins a running job boots its server under (deployment/elastic.py),
+# at its worker index: never a job of any TF_CONFIG, so the name its sessions give it
+# ('worker', index) can be sent to the other tasks with the session (TensorFlow refuses
+# to propagate a server's own boot name).
+JOINING_JOB = 'slimtrain_joining'
+
 TRAINING_JOBS = ('chief', 'master', 'worker')
 _HOST = re.compile(r'^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+)$')
 
@@ -183,6 +189,7 @@ class ClusterConfig(object):
     self._task_index = task_index
     self._session_master = session_master
     self._server = None
+    self._joining = False
 
   @classmethod
   def from_tf_config(cls, env=os.environ, require_ps=False):
@@ -353,13 +360,41 @@ class ClusterConfig(object):
   def session_config(self, **kwargs):
     """A ConfigProto with soft placement and this task's device filters."""
     kwargs.setdefault('allow_soft_placement', True)
-    return tf.compat.v1.ConfigProto(device_filters=self.device_filters, **kwargs)
+    return self.propagate_cluster(
+        tf.compat.v1.ConfigProto(device_filters=self.device_filters, **kwargs))
 
-  def start_server(self, config=None):
+  @property
+  def is_joining(self):
+    """Whether this task's server booted as a worker joining a running job."""
+    return self._joining
+
+  def propagate_cluster(self, config):
+    """Lets a joining worker's session carry its cluster to the other tasks.
+
+    The ps tasks of a running job were started with the old worker list and cannot
+    resolve the new worker's name; a session that carries the cluster (and shares the
+    tasks' variables instead of isolating them) can. Other tasks' configs are returned
+    unchanged.
+
+    Args:
+      config: a ConfigProto, changed in place.
+
+    Returns:
+      `config`.
+    """
+    if self._joining:
+      config.cluster_def.CopyFrom(self.cluster_spec.as_cluster_def())
+      config.experimental.share_session_state_in_clusterspec_propagation = True
+    return config
+
+  def start_server(self, config=None, joining=False):
     """Starts (once) and returns the `tf.distribute.Server` of this task.
 
     Args:
       config: optional ConfigProto for the server.
+      joining: boot as a worker joining a running job: the server listens on this
+        task's address under `JOINING_JOB`, and `propagate_cluster` makes its sessions
+        name it by its TF_CONFIG task (deployment/elastic.py).
 
     Returns:
       The running server; `server.target` is the session master.
@@ -372,9 +407,17 @@ class ClusterConfig(object):
                        'task %s:%d is not part of a cluster %s' % (
                            self._task_type, self._task_index, json.dumps(self._cluster)))
     if self._server is None:
-      self._server = tf.distribute.Server(
-          self.cluster_spec, job_name=self._task_type, task_index=self._task_index,
-          protocol='grpc', config=config, start=True)
+      if joining:
+        # Its own index in the boot job: a ps drops the sessions of a master task whose
+        # name comes back from a new process, so two joiners must not share one.
+        spec, job, index = (
+            tf.train.ClusterSpec({JOINING_JOB: {self._task_index: self.task_address}}),
+            JOINING_JOB, self._task_index)
+      else:
+        spec, job, index = self.cluster_spec, self._task_type, self._task_index
+      self._server = tf.distribute.Server(spec, job_name=job, task_index=index,
+                                          protocol='grpc', config=config, start=True)
+      self._joining = joining
       warn_if_exposed(self)
     return self._server
 

@@ -17,7 +17,16 @@ and ps reads it from there at startup and compares it with its own:
 The variable lives in the chief server's resource manager for the life of the process,
 outside every training graph, so it costs nothing per step and is never checkpointed.
 
-Differs on purpose: the originals (tf.estimator, the OD API, slim) do not check this.
+An asynchronous job may grow or shrink while it runs (`deployment/elastic.py`): a task
+whose worker list is the chief's with tasks added or removed at the end is a resize, not
+a mismatch, when the caller says so (`resizable=True`); it is logged and the chief's
+cluster is returned so the caller can tell whether this task is new to the job. A
+different chief, master or ps list, or another address at a worker index both lists
+have, stays an error. A sync-replicas job passes `resizable=False` and a reason
+(`fixed_workers_reason`), which the error quotes.
+
+Differs on purpose: the originals (tf.estimator, the OD API, slim) do not check this,
+and have no notion of a worker list that changes while the job runs.
 """
 
 import json
@@ -79,6 +88,65 @@ def describe_differences(mine, chiefs):
         differences.append('job "%s" task %d: this task has %s, the chief has %s' % (
             job, index, a, b))
   return differences
+
+
+def worker_list_change(mine, chiefs):
+  """Describes a grown or shrunk worker list, or returns None when it is not one.
+
+  Args:
+    mine: this task's {job: [addresses]}.
+    chiefs: the chief's {job: [addresses]}.
+
+  Returns:
+    e.g. 'job "worker" grew from 2 to 3 task(s)' when the worker lists differ only by
+    tasks added or removed at the end (every index both have holds the same address),
+    else None (equal lists, or an address that moved).
+  """
+  ours, theirs = mine.get('worker', []), chiefs.get('worker', [])
+  common = min(len(ours), len(theirs))
+  if len(ours) == len(theirs) or ours[:common] != theirs[:common]:
+    return None
+  return 'job "worker" %s from %d to %d task(s)' % (
+      'grew' if len(ours) > len(theirs) else 'shrank', len(theirs), len(ours))
+
+
+def _without_workers(jobs):
+  return {job: addresses for job, addresses in jobs.items() if job != 'worker'}
+
+
+def compare_with_chief(cluster, chiefs, resizable=False, fixed_workers_reason=''):
+  """Checks this task's cluster against the chief's; a worker-list resize may pass.
+
+  Args:
+    cluster: this task's `ClusterConfig`.
+    chiefs: the chief's {job: [addresses]}.
+    resizable: accept a grown or shrunk worker list (an asynchronous job).
+    fixed_workers_reason: why the worker list may not change, quoted in the error
+      when `resizable` is False and it did.
+
+  Returns:
+    The resize as `worker_list_change` words, or None when the clusters are equal.
+
+  Raises:
+    ClusterMismatchError: naming every difference and showing both clusters.
+  """
+  mine = json.loads(canonical_cluster(cluster))
+  resize = worker_list_change(mine, chiefs)
+  if resize is not None and resizable:
+    differences = describe_differences(_without_workers(mine), _without_workers(chiefs))
+  else:
+    differences = describe_differences(mine, chiefs)
+    if resize is not None and fixed_workers_reason:
+      differences.append('the worker list may not change: %s' % fixed_workers_reason)
+  if differences:
+    raise ClusterMismatchError(
+        'TF_CONFIG of task %s:%d does not match the chief\'s cluster: %s. This task: %s; '
+        'the chief: %s. Give every task the same TF_CONFIG["cluster"]%s.' % (
+            cluster.task_type, cluster.task_index, '; '.join(differences),
+            json.dumps(mine, sort_keys=True), json.dumps(chiefs, sort_keys=True),
+            ' (only the worker list of an asynchronous job may differ)' if resizable
+            else ''))
+  return resize
 
 
 def _chief_task(cluster):
@@ -150,47 +218,53 @@ def read_chiefs_cluster(cluster, timeout_secs):
       return json.loads(session.run(variable.value(), options=options).decode('utf-8'))
 
 
-def agree_with_chief(cluster, server, timeout_secs):
+def agree_with_chief(cluster, server, timeout_secs, resizable=False,
+                     fixed_workers_reason=''):
   """The chief publishes its cluster; every other task checks its own against it.
 
   Args:
     cluster: this task's `ClusterConfig` (a distributed one).
     server: this task's started server (used by the chief only).
     timeout_secs: how long a non-chief task waits for the chief.
+    resizable, fixed_workers_reason: see `compare_with_chief`.
+
+  Returns:
+    The chief's {job: [addresses]} for a task that compared; None for the chief, the
+    evaluator and a local process.
 
   Raises:
     ClusterMismatchError: naming every difference and showing both clusters.
     cluster_runtime.StartupTimeoutError, TimeoutError: see `read_chiefs_cluster`.
   """
   if not cluster.is_distributed or cluster.is_evaluator:
-    return
+    return None
   if cluster.is_chief:
     publish(cluster, server)
-    return
-  mine = json.loads(canonical_cluster(cluster))
+    return None
   chiefs = read_chiefs_cluster(cluster, timeout_secs)
-  differences = describe_differences(mine, chiefs)
-  if differences:
-    raise ClusterMismatchError(
-        'TF_CONFIG of task %s:%d does not match the chief\'s cluster: %s. This task: %s; '
-        'the chief: %s. Give every task the same TF_CONFIG["cluster"].' % (
-            cluster.task_type, cluster.task_index, '; '.join(differences),
-            json.dumps(mine, sort_keys=True), json.dumps(chiefs, sort_keys=True)))
-  logging.info('cluster of task %s:%d matches the chief\'s', cluster.task_type,
-               cluster.task_index)
+  resize = compare_with_chief(cluster, chiefs, resizable, fixed_workers_reason)
+  if resize:
+    logging.info('task %s:%d: %s since the chief started (an asynchronous job may '
+                 'resize); chief, master and ps lists match', cluster.task_type,
+                 cluster.task_index, resize)
+  else:
+    logging.info('cluster of task %s:%d matches the chief\'s', cluster.task_type,
+                 cluster.task_index)
+  return chiefs
 
 
-def start_server_and_agree(cluster, timeout_secs, config=None):
+def start_server_and_agree(cluster, timeout_secs, config=None, **agreement):
   """Starts this task's server, then `agree_with_chief`; returns the server.
 
   Args:
     cluster: this task's distributed `ClusterConfig`.
     timeout_secs: how long a non-chief task waits for the chief's cluster.
     config: optional ConfigProto for the server.
+    **agreement: `resizable`, `fixed_workers_reason` of `agree_with_chief`.
 
   Returns:
     The started `tf.distribute.Server`.
   """
   server = cluster.start_server(config=config)
-  agree_with_chief(cluster, server, timeout_secs)
+  agree_with_chief(cluster, server, timeout_secs, **agreement)
   return server

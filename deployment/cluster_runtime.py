@@ -16,8 +16,11 @@ or `estimator.train_and_evaluate`), follows one protocol:
    training task that stopped puts its token (-1 for a chief or master, else
    its worker index), a status and a reason into every ps task's queue
    (`signal_training_done`). A ps returns once it has the chief's FINISHED
-   token and every worker's, or when the workers' grace period after the
-   chief's token ran out; it raises `ChiefLostError` when the chief has been
+   token and every worker's (a worker that stopped on SIGTERM, e.g. removed
+   by a scale-down, counts as done), or when the workers' grace period after
+   the chief's token ran out; a worker that joined the running job
+   (deployment/elastic.py) says so with a JOINED token and is waited for
+   too; it raises `ChiefLostError` when the chief has been
    unreachable too long, and `JobFailedError` when the chief sent FAILED.
 4. Termination. After SIGTERM a ps keeps serving until the chief (having
    written its final checkpoint) and every worker sent their token, at most
@@ -65,6 +68,7 @@ PS_CHIEF_TIMEOUT_MARGIN_SECS = 10
 FINISHED = 0   # training reached its end
 PREEMPTED = 1  # stopped on SIGTERM (the chief after its checkpoint)
 FAILED = 2     # the chief gave up (a sync replica missing, ...): the job must restart
+JOINED = 3     # a worker joined the running job (deployment/elastic.py): wait for it too
 
 
 class ChiefLostError(RuntimeError):
@@ -237,8 +241,9 @@ def signal_training_done(master, cluster, timeout_secs=60, status=FINISHED, reas
     master: gRPC target of this training task's server.
     cluster: a `deployment.cluster.ClusterConfig`.
     timeout_secs: how long to try to reach each ps.
-    status: FINISHED (training is over), PREEMPTED (stopped on SIGTERM) or
-      FAILED (the chief gives up on the job; `reason` says why).
+    status: FINISHED (training is over), PREEMPTED (stopped on SIGTERM),
+      FAILED (the chief gives up on the job; `reason` says why) or JOINED (a
+      worker new to the running job).
     reason: a message the ps tasks log.
   """
   if not cluster.num_ps_tasks:
@@ -255,8 +260,8 @@ def signal_training_done(master, cluster, timeout_secs=60, status=FINISHED, reas
       continue
     with tf.Graph().as_default() as graph:
       enqueue = _done_queue(task_index).enqueue([token, status, reason])
-      config = tf.compat.v1.ConfigProto(
-          device_filters=['/job:ps/task:%d' % task_index, this_task])
+      config = cluster.propagate_cluster(tf.compat.v1.ConfigProto(
+          device_filters=['/job:ps/task:%d' % task_index, this_task]))
       with tf.compat.v1.Session(master, graph=graph, config=config) as sess:
         try:
           sess.run(enqueue, options=options)
@@ -265,7 +270,8 @@ def signal_training_done(master, cluster, timeout_secs=60, status=FINISHED, reas
                           task_index, e.message)
   logging.info('told %d ps task(s) that %s:%d %s', cluster.num_ps_tasks, cluster.task_type,
                cluster.task_index, {FINISHED: 'finished training', PREEMPTED: 'was preempted',
-                                    FAILED: 'ended the job (failed)'}[status])
+                                    FAILED: 'ended the job (failed)',
+                                    JOINED: 'joined the job'}[status])
 
 
 def job_failed_notice(master, cluster):
@@ -302,6 +308,13 @@ class _DoneTokens(object):
     if status == FAILED:
       raise JobFailedError('ps task %d: the chief ended the job: %s' % (
           self.task_index, reason.decode(errors='replace')))
+    if status == JOINED:
+      if token not in self.expected:
+        self.expected.add(token)
+        logging.info('ps task %d: worker %d joined; waiting for it at the end too',
+                     self.task_index, token)
+      self.stopped.discard(token)
+      return
     if status == PREEMPTED:
       self.stopped.add(token)
       if token == self.chief:
@@ -333,6 +346,11 @@ class _DoneTokens(object):
       return None
     if self.finished >= self.expected:
       logging.info('ps task %d: every worker finished; exiting', self.task_index)
+      return exit_codes.DONE
+    left = (self.stopped - {self.chief}) - self.finished
+    if self.finished | left >= self.expected:
+      logging.info('ps task %d: every worker finished or left on SIGTERM (workers %s); '
+                   'exiting', self.task_index, sorted(left))
       return exit_codes.DONE
     if time.time() - self.chief_done_at > self.worker_grace_secs:
       logging.info('ps task %d: workers %s did not report within %d s of the chief; exiting',

@@ -151,6 +151,19 @@ def exit_process(code):
   sys.exit(code)
 
 
+def exit_without_teardown(code):
+  """Flushes the logs and ends the process now, skipping the interpreter's teardown.
+
+  For a task whose work is saved and told (a worker leaving a running job): tearing
+  down TensorFlow's runtime took 12-22 s on a loaded 2-core machine, past the
+  termination grace that a scheduler gives before SIGKILL.
+
+  Args:
+    code: the exit code.
+  """
+  _exit(code)
+
+
 def exit_after(code, message, last_words=None):
   """Runs `last_words(message)` (for at most 15 s), then `exit_now(code, message)`."""
   logging.error('%s', message)

@@ -48,6 +48,9 @@ Tasks die with the launcher: each is started with a parent-death signal
 SIGKILLed or crashes no task is left running on its own; the signals it can
 catch stop the job gracefully as above.
 
+While the job runs, SIGUSR1 to the launcher adds a worker and SIGUSR2 removes
+the newest one (an asynchronous job trains on; deployment/launch_resize.py).
+
 `--evaluator` adds an evaluator task: trainer.eval on the program's
 --train_dir for trainer.train, the program itself otherwise. Like the
 training operator, the launcher lists it in TF_CONFIG["cluster"] (at an
@@ -98,6 +101,7 @@ from absl import app
 from absl import flags
 
 from deployment import exit_codes
+from deployment import launch_resize
 from deployment import netns
 from deployment import ports
 from deployment import replicas as replicas_lib
@@ -175,7 +179,7 @@ class _Task(object):
     return self.popen is not None
 
 
-class Launcher(object):
+class Launcher(launch_resize.ResizeMixin):
   """Starts, watches, restarts and stops every task of one job on this machine."""
 
   def __init__(self, specs, backoff_limit=6, backoff_secs=1.0, max_backoff_secs=60.0,
@@ -240,6 +244,7 @@ class Launcher(object):
     self.restarts = 0
     self.exits = []
     self.progress = []
+    self._init_resize()
 
   @property
   def cluster(self):
@@ -262,6 +267,9 @@ class Launcher(object):
     if handle_signals and threading.current_thread() is threading.main_thread():
       for signum in STOP_SIGNALS:
         previous[signum] = signal.signal(signum, lambda s, f: self.request_stop(s))
+      for signum, delta in launch_resize.RESIZE_SIGNALS.items():
+        previous[signum] = signal.signal(
+            signum, lambda s, f, delta=delta: self.request_resize(delta))
     try:
       self.start()
       return self.wait()
@@ -291,8 +299,8 @@ class Launcher(object):
     self.log('cluster %s' % self._cluster)
     for spec in self._specs:
       for index in range(spec.replicas):
-        task = _Task(spec, index, replicas_lib.tf_config(self._cluster, spec.replica_type,
-                                                          index))
+        task = self._new_task(spec, index, replicas_lib.tf_config(
+            self._cluster, spec.replica_type, index))
         self._tasks.append(task)
         if self._outcome is None:
           self._start(task)
@@ -304,13 +312,14 @@ class Launcher(object):
       The job's exit code (0, 143, or the failing task's code).
     """
     while True:
+      self._apply_resizes()  # those asked before a stop request first
       if self._stop_signal is not None and not self._stopping:
         self._stop_for_signal()
       elif self._stop_requests > 1 and self._kill_at is not None:
         self.log('second stop request: SIGKILL now')
         self._kill_at = time.monotonic()
       now = time.monotonic()
-      for task in self._tasks:
+      for task in list(self._tasks):
         self._check(task, now)
       if self._outcome is not None:
         if not any(task.running for task in self._tasks):
@@ -319,6 +328,10 @@ class Launcher(object):
       time.sleep(_POLL_SECS)
     self.log('job finished with exit code %d' % self._outcome)
     return self._outcome
+
+  @staticmethod
+  def _new_task(spec, index, tf_config_json):
+    return _Task(spec, index, tf_config_json)
 
   def kill_all(self):
     """SIGKILLs every task still running and reaps it (cleanup after errors)."""
@@ -420,6 +433,8 @@ class Launcher(object):
     """Applies the restart policy and the job's success/failure rules to one exit."""
     self.exits.append((task.name, code))
     policy = task.spec.restart_policy
+    if self._removed_exit(task, code):
+      return
     if self._outcome is not None:
       self.log('%s exited with code %d' % (task.name, code))
     elif code == 0 and task.key == self._success_key:

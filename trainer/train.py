@@ -42,6 +42,7 @@ from core import config_util
 from deployment import cluster as cluster_lib
 from deployment import cluster_check
 from deployment import cluster_runtime
+from deployment import elastic
 from deployment import exit_codes
 from deployment import fault_runtime
 from deployment import fault_tolerance
@@ -49,6 +50,9 @@ from trainer import trainer
 from trainer import training_loop
 
 FLAGS = flags.FLAGS
+# Set when this worker left a running asynchronous job on SIGTERM: nothing of it is left
+# to save, so it exits without the interpreter's slow teardown (deployment/elastic.py).
+_left_the_job = []
 
 
 def define_flags():
@@ -109,9 +113,13 @@ def run(argv=None):
   if cluster.is_distributed and _already_finished(configs['train_config'].num_steps):
     return exit_codes.DONE
 
+  # An asynchronous ps job may gain and lose workers while it runs (deployment/elastic.py).
+  resizable = not configs['train_config'].sync_replicas
   if cluster.task_type == 'ps':
     try:
-      server = cluster_check.start_server_and_agree(cluster, timeouts.startup)
+      server = cluster_check.start_server_and_agree(
+          cluster, timeouts.startup, resizable=resizable,
+          fixed_workers_reason=elastic.SYNC_REASON)
       return fault_runtime.serve_ps(
           server, cluster, timeouts,
           # The cluster check has just talked to the chief.
@@ -131,13 +139,15 @@ def run(argv=None):
       _resolve_cluster(cluster))
   train_config = configs['train_config']
   session_config = trainer.session_config(train_config)
+  elastic_worker = cluster.is_distributed and bool(cluster.num_ps_tasks) and resizable
   if cluster.is_distributed:
     session_config.device_filters.extend(cluster.device_filters)
     if cluster.num_ps_tasks:
       try:
         cluster_runtime.wait_for_tasks(cluster.cluster_spec.job_tasks('ps'),
                                      deploy_config.startup_timeout_secs)
-        master = cluster_check.start_server_and_agree(cluster, timeouts.startup).target
+        master = _start_training_server(cluster, timeouts, resizable).target
+        cluster.propagate_cluster(session_config)
       except cluster_check.ClusterMismatchError as e:
         logging.error('%s', e)
         return exit_codes.PERMANENT
@@ -172,11 +182,15 @@ def run(argv=None):
 
   # Without the chief nobody saves a worker's work: a worker exits retryable then.
   stop_watching_chief = faults.watch_chief()
+  members = _join(cluster, master, is_chief) if elastic_worker else None
   try:
     if not _train_until_done(train_once, cluster, faults, train_config.num_steps):
       return exit_codes.DONE  # The ps tasks have exited: nobody to tell.
   except fault_runtime.TrainingPreempted as e:
     logging.warning('%s', e)
+    if elastic_worker and not is_chief:  # removed (a scale-down) or preempted alone
+      elastic.announce(cluster, elastic.LEFT, timeout_secs=min(5, timeouts.termination_grace))
+      _left_the_job.append(True)
     if ps_tasks:
       fault_runtime.signal_preempted(master, cluster, timeouts)
     return exit_codes.PREEMPTED
@@ -185,9 +199,39 @@ def run(argv=None):
     return exit_codes.PERMANENT
   finally:
     stop_watching_chief.set()
+    if members is not None:
+      members.stop()
   if cluster.is_distributed and ps_tasks:
     cluster_runtime.signal_training_done(master, cluster)
   return exit_codes.DONE
+
+
+def _start_training_server(cluster, timeouts, resizable):
+  """Starts the server of a chief or worker of a ps cluster after its cluster check.
+
+  Returns:
+    The started server; a worker new to a running asynchronous job boots as a joiner.
+  """
+  if cluster.is_chief:
+    return cluster_check.start_server_and_agree(
+        cluster, timeouts.startup, resizable=resizable,
+        fixed_workers_reason=elastic.SYNC_REASON)
+  server, _ = elastic.start_worker_server(cluster, timeouts.startup, resizable)
+  return server
+
+
+def _join(cluster, master, is_chief):
+  """An asynchronous ps job: the chief logs who joins and leaves, a worker says it joined.
+
+  Returns:
+    The chief's running `elastic.MembershipLog`; None for a worker.
+  """
+  if is_chief:
+    return elastic.MembershipLog(cluster, master).start()
+  elastic.announce(cluster, elastic.JOINED)
+  cluster_runtime.signal_training_done(master, cluster, timeout_secs=10,
+                                       status=cluster_runtime.JOINED)
+  return None
 
 
 def _already_finished(num_steps):
@@ -231,7 +275,10 @@ def _train_until_done(train_once, cluster, faults, num_steps):
 
 
 def main(argv):
-  fault_tolerance.exit_process(run(argv))
+  code = run(argv)
+  if _left_the_job:
+    fault_tolerance.exit_without_teardown(code)
+  fault_tolerance.exit_process(code)
 
 
 if __name__ == '__main__':

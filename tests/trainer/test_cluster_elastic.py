@@ -1,0 +1,176 @@
+"""Workers join and leave a running asynchronous `python -m trainer.train` job (issue 29).
+
+Real processes on loopback ports, no task of the running job restarted:
+
+* a worker whose TF_CONFIG lists one more worker joins: the chief logs `worker:1 joined
+  (2 workers)`, the joiner's first step is past the global step the job had reached
+  before it started, and its steps go on; a worker whose ps list differs is refused
+  (exit 1) naming the difference, while the job trains on;
+* a worker removed by SIGTERM exits 143 within `termination_grace_secs` and the chief
+  logs `worker:1 left (1 workers)`; another worker killed -9 mid-step is no event: the
+  chief and the ps train on;
+* a sync-replicas job refuses a worker with a grown worker list (exit 1), saying that
+  `replicas_to_aggregate` is fixed.
+
+Run them alone with `pytest -m cluster tests/trainer/test_cluster_elastic.py`.
+"""
+
+import os
+import re
+import signal
+import socket
+import sys
+import time
+
+import pytest
+
+from deployment import exit_codes
+from tests import cluster_util
+from tests import test_util
+from tests.trainer import cluster_testlib as lib
+
+pytestmark = [pytest.mark.cluster]
+
+# Generous: the machine running the suite may be busy (a TF import alone took 30 s at
+# load average 9 on 2 cores).
+_START_SECS = 150
+_MARGIN_SECS = 60
+# What an exit may take beyond the termination grace it promises (see test_cluster_faults).
+_EXIT_SECS_AFTER_DEADLINE = 10
+_GRACE_SECS = 15
+
+
+@pytest.fixture
+def data(tmp_path):
+  return lib.write_colour_records(str(tmp_path / 'data'))
+
+
+def _config(tmp_path, data, **overrides):
+  settings = dict(num_steps=1000000, log_every_n_steps=5, save_interval_secs=600,
+                  termination_grace_secs=_GRACE_SECS)
+  settings.update(overrides)
+  return lib.write_pipeline_config(str(tmp_path), data, **settings)
+
+
+def _start(group, cluster, job, index, config, train_dir, name=None):
+  return lib.start_task(group, cluster, job, index, config, train_dir, name=name)
+
+
+def _last_step(process):
+  steps = [s for s, _ in lib.progress(process)]
+  return max(steps) if steps else 0
+
+
+def _sigterm_job(group, tasks):
+  """Ends the job as a pod deletion would; every task exits 143.
+
+  Not timed here (test_cluster_faults times a whole-job SIGTERM): a ps whose worker was
+  killed waits the whole grace for it, and tearing a TensorFlow process down took up to
+  14 s more on the loaded test machine.
+  """
+  signalled = time.time()
+  for task in tasks.values():
+    os.killpg(task.pid, signal.SIGTERM)
+  codes, exit_secs = lib.wait_all_timed(group, tasks, since=signalled,
+                                        timeout=_GRACE_SECS + _MARGIN_SECS)
+  print('seconds from the job\'s SIGTERM to each exit:', exit_secs)
+  assert set(codes.values()) == {exit_codes.PREEMPTED}, (codes, group.logs())
+
+
+def test_a_worker_joins_a_running_job_and_trains_a_stale_ps_list_is_refused(tmp_path, data):
+  train_dir = str(tmp_path / 'train')
+  config = _config(tmp_path, data)
+  cluster = cluster_util.local_cluster(num_workers=1, num_ps=1, chief=True)
+  new_worker, stale_worker = cluster_util.local_cluster(num_workers=2)['worker']
+  grown = dict(cluster, worker=cluster['worker'] + [new_worker])
+  # A ps list of two: the job's ps and a port that accepts connections (so the stale
+  # worker gets past its wait for the ps tasks to the cluster check).
+  listener = socket.socket()
+  listener.bind(('127.0.0.1', test_util.pick_unused_ports(1)[0]))
+  listener.listen()
+  stale = dict(cluster, worker=cluster['worker'] + [stale_worker],
+               ps=cluster['ps'] + ['127.0.0.1:%d' % listener.getsockname()[1]])
+  with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
+    tasks = {name: _start(group, cluster, job, 0, config, train_dir)
+             for name, job in (('ps0', 'ps'), ('chief0', 'chief'), ('worker0', 'worker'))}
+    lib.wait_for_step(group, tasks['chief0'], 5, timeout=_START_SECS)
+    lib.wait_for_step(group, tasks['worker0'], 5, timeout=_START_SECS)
+    step_before_join = _last_step(tasks['chief0'])
+    tasks['worker1'] = _start(group, grown, 'worker', 1, config, train_dir)
+    refused = _start(group, stale, 'worker', 1, config, train_dir, name='stale_worker1')
+
+    assert group.wait(refused, timeout=_START_SECS) == exit_codes.PERMANENT, group.logs()
+    assert ('job "ps" has 2 task(s) here and 1 at the chief' in refused.output()
+            ), refused.output()[-3000:]
+    group.wait_for_output(tasks['chief0'], r'worker:1 joined \(2 workers\)', _START_SECS)
+    first = lib.wait_for_step(group, tasks['worker1'], 1, timeout=_START_SECS)
+    joiner_steps = [s for s, _ in lib.progress(tasks['worker1'])]
+    # It started from the step the job had reached, not from 0.
+    assert joiner_steps[0] > step_before_join, (joiner_steps[:5], step_before_join)
+    lib.wait_for_step(group, tasks['worker1'], first + 20, timeout=_START_SECS)
+    assert 'worker:1 is new to the running job: joining it' in tasks['worker1'].output()
+    assert 'ps task 0: worker 1 joined' in tasks['ps0'].output(), tasks['ps0'].output()
+    # The job trains on with three tasks, none restarted.
+    after_join = _last_step(tasks['chief0'])
+    lib.wait_for_step(group, tasks['chief0'], after_join + 10, timeout=_START_SECS)
+    assert all(task.poll() is None for task in tasks.values()), group.logs()
+    _sigterm_job(group, tasks)
+  listener.close()
+
+
+def test_a_worker_leaves_by_sigterm_another_by_kill_and_the_job_trains_on(tmp_path, data):
+  train_dir = str(tmp_path / 'train')
+  config = _config(tmp_path, data)
+  cluster = cluster_util.local_cluster(num_workers=2, num_ps=1, chief=True)
+  with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
+    tasks = lib.start_tasks(group, cluster, config, train_dir)
+    for name in ('chief0', 'worker0', 'worker1'):
+      lib.wait_for_step(group, tasks[name], 5, timeout=_START_SECS)
+
+    # A scale-down: SIGTERM to worker 1 alone.
+    signalled = time.time()
+    os.killpg(tasks['worker1'].pid, signal.SIGTERM)
+    code = group.wait(tasks['worker1'], timeout=_GRACE_SECS + _MARGIN_SECS)
+    exit_secs = time.time() - signalled
+    print('worker1: seconds from SIGTERM to its exit: %.1f' % exit_secs)
+    assert code == exit_codes.PREEMPTED, group.logs()
+    assert exit_secs <= _GRACE_SECS + _EXIT_SECS_AFTER_DEADLINE
+    group.wait_for_output(tasks['chief0'], r'worker:1 left \(1 workers\)', _MARGIN_SECS)
+    left_at = _last_step(tasks['chief0'])
+    lib.wait_for_step(group, tasks['chief0'], left_at + 10, timeout=_START_SECS)
+    lib.wait_for_step(group, tasks['worker0'], left_at + 10, timeout=_START_SECS)
+
+    # A worker dying mid-step is no event for the others.
+    del tasks['worker1']
+    os.killpg(tasks['worker0'].pid, signal.SIGKILL)
+    assert group.wait(tasks['worker0'], timeout=_MARGIN_SECS) == -signal.SIGKILL
+    killed_at = _last_step(tasks['chief0'])
+    lib.wait_for_step(group, tasks['chief0'], killed_at + 20, timeout=_START_SECS)
+    assert tasks['chief0'].poll() is None and tasks['ps0'].poll() is None, group.logs()
+    assert 'worker:0 left' not in tasks['chief0'].output()
+    for name in ('chief0', 'ps0'):
+      output = tasks[name].output()
+      assert not re.search(r'Traceback|rebuilding the training graph', output), output[-3000:]
+    del tasks['worker0']
+    _sigterm_job(group, tasks)
+
+
+def test_a_sync_job_refuses_a_grown_worker_list(tmp_path, data):
+  train_dir = str(tmp_path / 'train')
+  config = _config(tmp_path, data, sync_replicas=True, replicas_to_aggregate=2)
+  cluster = cluster_util.local_cluster(num_workers=1, num_ps=1, chief=True)
+  new_worker, = cluster_util.local_cluster(num_workers=1)['worker']
+  grown = dict(cluster, worker=cluster['worker'] + [new_worker])
+  with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
+    _start(group, cluster, 'ps', 0, config, train_dir)
+    chief = _start(group, cluster, 'chief', 0, config, train_dir)
+    joiner = _start(group, grown, 'worker', 1, config, train_dir)
+    assert group.wait(joiner, timeout=_START_SECS) == exit_codes.PERMANENT, group.logs()
+    output = joiner.output()
+    assert 'job "worker" has 2 task(s) here and 1 at the chief' in output, output[-3000:]
+    assert 'replicas_to_aggregate is fixed' in output
+    assert chief.poll() is None, group.logs()
+
+
+if __name__ == '__main__':
+  sys.exit(pytest.main([__file__, '-q']))
