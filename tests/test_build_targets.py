@@ -13,6 +13,7 @@ that builds network namespaces is sandboxed (bazel's sandbox makes it skip).
 """
 
 import ast
+import json
 import os
 import re
 import sys
@@ -132,6 +133,32 @@ def test_no_file_that_loads_tensorflow_is_a_small_target(folder, tests):
         '%s/BUILD: %s loads TensorFlow (%r); declare it size = "medium" or larger' % (
             os.path.relpath(folder, os.path.dirname(_TESTS_DIR)), name,
             loads_tensorflow.group(0).strip()))
+
+
+# bazel's test timeout of each size, in seconds.
+_SIZE_TIMEOUT_SECS = {'small': 60, 'medium': 300, 'large': 900, 'enormous': 3600}
+# A target's timeout must be this many times the seconds its file took in the
+# measured whole-suite run (tests/file_seconds.json): bazel runs two targets at
+# once, and a loaded CI machine is twice as slow again. (Under load average 20
+# test_launch and test_estimator_faults hit large's 900 s.)
+_TIMEOUT_MARGIN = 3
+
+
+@pytest.mark.parametrize('folder, tests', list(_test_folders()),
+                         ids=lambda v: os.path.relpath(v, _TESTS_DIR) if isinstance(v, str) else '')
+def test_every_target_has_a_timeout_well_above_its_measured_time(folder, tests):
+  with open(os.path.join(_TESTS_DIR, 'file_seconds.json'), encoding='utf-8') as f:
+    measured = json.load(f)
+  with open(os.path.join(folder, 'BUILD'), encoding='utf-8') as f:
+    sizes = dict(_TARGET_SIZE.findall(f.read()))
+  package = os.path.relpath(folder, os.path.dirname(_TESTS_DIR))
+  for name in tests:
+    seconds = measured.get('%s/%s.py' % (package, name))
+    size = sizes.get(name, 'medium')  # slimtrain_py_test's default
+    assert seconds is None or seconds * _TIMEOUT_MARGIN <= _SIZE_TIMEOUT_SECS[size], (
+        '%s/BUILD: %s took %.0f s in the measured run; size "%s" times out at %d s, less '
+        'than %d times that: declare a larger size' % (
+            package, name, seconds, size, _SIZE_TIMEOUT_SECS[size], _TIMEOUT_MARGIN))
 
 
 # Fixtures that tests/conftest.py provides: bazel hands conftest.py only to the
