@@ -95,6 +95,18 @@ def tf_config(cluster, task_type, task_index, **extra):
   return json.dumps(config)
 
 
+def loopback_addresses(count):
+  """`count` free '127.0.0.1:port' addresses, for clusters built by hand."""
+  return ['127.0.0.1:%d' % port for port in test_util.pick_unused_ports(count)]
+
+
+def cluster_config(cluster, task_type, task_index=0):
+  """The `deployment.cluster.ClusterConfig` one task of `cluster` reads from its TF_CONFIG."""
+  from deployment import cluster as cluster_lib  # noqa: PLC0415  (imports TensorFlow)
+  return cluster_lib.ClusterConfig.from_tf_config(
+      {'TF_CONFIG': tf_config(cluster, task_type, task_index)})
+
+
 class TaskProcess(object):
   """A started subprocess with its name and log file."""
 

@@ -9,17 +9,11 @@ import pytest
 from deployment import cluster as cluster_lib
 from deployment import cluster_check
 from deployment import cluster_runtime
-from tests import test_util
+from tests import cluster_util
 
 
-def _config(cluster, task_type, index=0):
-  env = {'TF_CONFIG': json.dumps({'cluster': cluster, 'task': {'type': task_type,
-                                                               'index': index}})}
-  return cluster_lib.ClusterConfig.from_tf_config(env)
-
-
-def _addresses(count):
-  return ['127.0.0.1:%d' % port for port in test_util.pick_unused_ports(count)]
+_config = cluster_util.cluster_config
+_addresses = cluster_util.loopback_addresses
 
 
 @pytest.fixture(scope='module')
