@@ -39,6 +39,7 @@ import subprocess
 import sys
 import time
 
+from tests import fork_server
 from tests import test_util
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -201,9 +202,11 @@ class ProcessGroup(object):
         del process_env[variable]
     log_path = os.path.join(self._log_dir, '%s.log' % name)
     with open(log_path, 'wb') as log:
-      popen = subprocess.Popen(command, cwd=REPO_ROOT, env=process_env, stdout=log,
-                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                               start_new_session=True)
+      # In a namespace, `ip netns exec` must start it; elsewhere it is forked
+      # from a process that has already imported TensorFlow (tests/fork_server.py).
+      start = subprocess.Popen if self._network is not None else fork_server.popen
+      popen = start(command, cwd=REPO_ROOT, env=process_env, stdout=log,
+                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     process = TaskProcess(name, popen, log_path)
     self._processes.append(process)
     return process

@@ -11,11 +11,14 @@ loads these hooks; each testcase of a `--junitxml` report then carries a
 
 A child's CPU counts once the test has reaped it (`subprocess.run`, `wait`);
 one left running past its test counts for the test that reaps it, or not at all.
+A child forked by tests/fork_server.py counts once its exit has been read.
 """
 
 import resource
 
 import pytest
+
+from tests import fork_server
 
 _CPU_AT_SETUP = pytest.StashKey[float]()
 
@@ -24,7 +27,8 @@ def cpu_seconds():
   """User + system CPU seconds of this process and of its reaped children."""
   own = resource.getrusage(resource.RUSAGE_SELF)
   children = resource.getrusage(resource.RUSAGE_CHILDREN)
-  return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+  forked = fork_server.reaped_cpu_seconds()  # children of the fork server, not of this process
+  return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime + forked
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -9,6 +9,8 @@ import re
 import subprocess
 import sys
 
+from tests import fork_server
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -17,7 +19,7 @@ def run_quick(module, *extra_args, timeout=300):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='')
   env['PYTHONPATH'] = os.pathsep.join(
       [REPO_ROOT] + [p for p in [os.environ.get('PYTHONPATH')] if p])
-  result = subprocess.run([sys.executable, '-m', module, '--quick', *extra_args],
+  result = fork_server.run([sys.executable, '-m', module, '--quick', *extra_args],
                           cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, timeout=timeout, check=False)
   assert result.returncode == 0, '%s --quick failed:\n%s\n%s' % (

@@ -7,7 +7,6 @@ few generated 64x64 shapes images, and trained for a few steps.
 import glob
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -18,6 +17,7 @@ import tensorflow as tf
 
 from builders import model_builder
 from core import config_util
+from tests import fork_server
 from tests.estimator import model_lib_testlib
 from tools import create_shapes_tf_record
 from trainer import estimator as tfe
@@ -44,7 +44,7 @@ def _model_main(*flags, tf_config=None):
   env.pop('TF_CONFIG', None)
   if tf_config:
     env['TF_CONFIG'] = json.dumps(tf_config)
-  return subprocess.run([sys.executable, '-m', 'trainer.model_main'] + list(flags),
+  return fork_server.run([sys.executable, '-m', 'trainer.model_main'] + list(flags),
                         capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=500)
 
 

@@ -9,6 +9,7 @@ import time
 import pytest
 import tensorflow as tf
 
+from tests import fork_server
 from tests.evaluation import eval_testlib
 
 tf.compat.v1.disable_eager_execution()
@@ -19,7 +20,7 @@ MAP50 = 'DetectionBoxes_Precision/mAP@.50IOU'
 
 def _run_eval(*flags, timeout=240):
   env = dict(os.environ, CUDA_VISIBLE_DEVICES='', TF_CPP_MIN_LOG_LEVEL='2')
-  return subprocess.run([sys.executable, '-m', 'trainer.eval'] + list(flags), cwd=_ROOT,
+  return fork_server.run([sys.executable, '-m', 'trainer.eval'] + list(flags), cwd=_ROOT,
                         env=env, capture_output=True, text=True, timeout=timeout)
 
 

@@ -1,7 +1,6 @@
 """Tests of the `python -m trainer.export` command line (trainer/export.py)."""
 
 import os
-import subprocess
 import sys
 
 import pytest
@@ -9,6 +8,7 @@ import tensorflow as tf
 
 from builders import model_builder
 from core import config_util
+from tests import fork_server
 from tests.export import train_util
 from trainer import export
 
@@ -37,7 +37,7 @@ def model(tmp_path_factory):
 def _run_cli(*flags):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='',
              PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''))
-  return subprocess.run([sys.executable, '-m', 'trainer.export'] + list(flags),
+  return fork_server.run([sys.executable, '-m', 'trainer.export'] + list(flags),
                         capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=300)
 
 

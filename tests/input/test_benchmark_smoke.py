@@ -2,17 +2,18 @@
 
 import os
 import re
-import subprocess
 import sys
 
 import pytest
+
+from tests import fork_server
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.mark.slow
 def test_input_pipeline_benchmark_quick_runs():
-  result = subprocess.run(
+  result = fork_server.run(
       [sys.executable, '-m', 'benchmarks.input_pipeline', '--quick', '--threads=2'],
       cwd=_REPO, capture_output=True, text=True, timeout=300,
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES=''))

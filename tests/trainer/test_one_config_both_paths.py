@@ -9,7 +9,6 @@ learning rate from one config file.
 import glob
 import json
 import os
-import subprocess
 import sys
 
 import pytest
@@ -17,6 +16,7 @@ import tensorflow as tf
 
 from builders import optimizer_builder
 from core import config_util
+from tests import fork_server
 from tests import test_util
 from tests.estimator import model_lib_testlib
 from tools import create_shapes_tf_record
@@ -57,7 +57,7 @@ def _legacy_run(config_path, train_dir):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='',
              PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''))
   env.pop('TF_CONFIG', None)
-  proc = subprocess.run(
+  proc = fork_server.run(
       [sys.executable, '-m', 'trainer.train', '--pipeline_config_path=' + config_path,
        '--train_dir=' + train_dir], capture_output=True, text=True, cwd=REPO_ROOT, env=env,
       timeout=500)
