@@ -43,6 +43,7 @@ import atexit
 import json
 import os
 import selectors
+import shutil
 import signal
 import socket
 import struct
@@ -217,18 +218,26 @@ class ForkServer(object):
     self._socket_path = os.path.join(self._folder, 'socket')
     server_env = dict(env)
     server_env.pop('TF_CONFIG', None)
-    self._process = subprocess.Popen(
-        [sys.executable, '-m', 'tests.fork_server', self._socket_path],
-        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), env=server_env,
-        stdin=subprocess.PIPE, start_new_session=True)
+    # Its own output (import warnings, a traceback if it fails) goes to a file
+    # of its own: the fds of whichever test started it are captured by pytest.
+    self._log_path = os.path.join(self._folder, 'server.log')
+    with open(self._log_path, 'wb') as log:
+      self._process = subprocess.Popen(
+          [sys.executable, '-m', 'tests.fork_server', self._socket_path],
+          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), env=server_env,
+          stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+  def _log_tail(self):
+    with open(self._log_path, errors='replace') as log:
+      return log.read()[-3000:]
 
   def _connect(self, timeout=300.0):
     """A connection, once the server has imported its modules and listens."""
     waited = 0.0
     while True:
       if self._process.poll() is not None:
-        raise RuntimeError('the test fork server exited with %s before listening on %s' % (
-            self._process.returncode, self._socket_path))
+        raise RuntimeError('the test fork server exited with %s before listening on %s:\n%s' % (
+            self._process.returncode, self._socket_path, self._log_tail()))
       try:
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         connection.connect(self._socket_path)
@@ -236,7 +245,8 @@ class ForkServer(object):
       except (FileNotFoundError, ConnectionRefusedError):
         connection.close()
       if waited > timeout:
-        raise RuntimeError('the test fork server did not listen within %.0f s' % timeout)
+        raise RuntimeError('the test fork server did not listen within %.0f s:\n%s' % (
+            timeout, self._log_tail()))
       threading.Event().wait(0.05)
       waited += 0.05
 
@@ -263,11 +273,7 @@ class ForkServer(object):
       except subprocess.TimeoutExpired:
         self._process.kill()
         self._process.wait()
-    try:
-      os.unlink(self._socket_path)
-    except FileNotFoundError:
-      pass
-    os.rmdir(self._folder)
+    shutil.rmtree(self._folder, ignore_errors=True)
 
 
 def _standard_fds(std):
