@@ -172,6 +172,31 @@ def warn_if_exposed(cluster):
   return True
 
 
+def input_shard(cluster, task_type, task_index):
+  """Where one training task's input split puts it: (training tasks, its place).
+
+  The chief (or master) has place 0 and worker i place i + 1 (place i when the
+  job has no chief), so the training tasks of one TF_CONFIG cover every place
+  once: no two read the same shard and no shard is left unread.
+
+  Args:
+    cluster: dict {job: [addresses]} of the task's TF_CONFIG.
+    task_type: 'chief', 'master', 'worker' (any other reads everything).
+    task_index: the task's index in its job.
+
+  Returns:
+    (num_shards, index) for `builders.input_reader_builder.shard_files`;
+    (1, 0) for a task that is not a training task of a distributed job.
+  """
+  if task_type not in TRAINING_JOBS:
+    return 1, 0
+  leaders = len(cluster.get('chief', [])) + len(cluster.get('master', []))
+  num_shards = leaders + len(cluster.get('worker', []))
+  if num_shards <= 1:
+    return 1, 0
+  return num_shards, 0 if task_type in ('chief', 'master') else task_index + leaders
+
+
 class ClusterConfig(object):
   """This process's place in a (possibly one-process) cluster."""
 
@@ -312,6 +337,14 @@ class ClusterConfig(object):
     if not self._cluster:
       return 1
     return sum(len(self._cluster.get(job, [])) for job in TRAINING_JOBS)
+
+  @property
+  def input_shard(self):
+    """(training tasks, this task's place among them) for splitting the input.
+
+    See `input_shard`: the chief reads place 0, worker i place i + 1.
+    """
+    return input_shard(self._cluster, self._task_type, self._task_index)
 
   @property
   def num_ps_tasks(self):

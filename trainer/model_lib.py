@@ -87,6 +87,7 @@ from core import model as core_model
 from core import moving_averages
 from core import preprocessor
 from core import standard_fields as fields
+from deployment import cluster as cluster_lib
 import estimator as tfe
 from estimator import faults
 from estimator.hparams import HParams
@@ -405,16 +406,10 @@ def _num_classes(model_config):
 
 def _input_shard(config):
   """(num_workers, index) of this task among the training tasks of TF_CONFIG."""
-  if config is None or config.task_type not in ('chief', 'master', 'worker'):
+  if config is None:
     return 1, 0
   cluster = config.cluster_spec.as_dict() if config.cluster_spec else {}
-  leaders = len(cluster.get('chief', [])) + len(cluster.get('master', []))
-  num_workers = leaders + len(cluster.get('worker', []))
-  if num_workers <= 1:
-    return 1, 0
-  # The chief (or master) reads shard 0; worker i reads shard i + 1.
-  index = 0 if config.task_type in ('chief', 'master') else config.task_id + leaders
-  return num_workers, index
+  return cluster_lib.input_shard(cluster, config.task_type, config.task_id)
 
 
 def _create_input_fn(input_config, model_config, batch_size, augmentation_configs=(),

@@ -159,9 +159,12 @@ def run(argv=None):
         config_util.create_pipeline_proto_from_configs(configs), FLAGS.train_dir)
 
   input_config = configs['train_input_config']
+  # With TF_CONFIG the chief reads place 0 and worker i place i + 1 (task_index
+  # alone gave the chief and worker 0 the same files and left the last unread).
+  num_shards, shard = cluster.input_shard if cluster.is_distributed else (worker_replicas, task)
   create_tensor_dict_fn = functools.partial(
       input_reader_builder.build, input_config,
-      num_worker_replicas=worker_replicas, task_index=task,
+      num_worker_replicas=num_shards, task_index=shard,
       skip_corrupt_records=train_config.skip_corrupt_records)
   create_model_fn = functools.partial(
       model_builder.build, model_config=configs['model'], is_training=True)

@@ -6,6 +6,7 @@ import sys
 import pytest
 import tensorflow as tf
 
+from builders import input_reader_builder
 from deployment import cluster as cluster_lib
 from deployment import ports as ports_lib
 from tests import test_util
@@ -287,6 +288,47 @@ def test_start_server_on_loopback():
   assert config.start_server() is server
   assert server.target == 'grpc://127.0.0.1:%d' % ports[0]
   assert config.master == server.target
+
+
+def _shards_of_every_training_task(cluster):
+  """{task name: the files it reads} over the training tasks of `cluster`."""
+  files = ['records-%05d' % i for i in range(12)]
+  read = {}
+  for job in ('chief', 'master', 'worker'):
+    for index in range(len(cluster.get(job, []))):
+      config = ClusterConfig.from_tf_config(
+          _env({'cluster': cluster, 'task': {'type': job, 'index': index}}))
+      num_shards, place = config.input_shard
+      read['%s%d' % (job, index)] = input_reader_builder.shard_files(files, num_shards, place)[0]
+  return files, read
+
+
+@pytest.mark.parametrize('cluster', [
+    CHIEF_STYLE, MASTER_STYLE, {'worker': ['h1:1', 'h2:1', 'h3:1'], 'ps': ['h4:1']},
+    dict(CHIEF_STYLE, worker=['h%d:1' % i for i in range(5, 10)])], ids=[
+        'chief+2', 'master+1', 'workers only', 'chief+5'])
+def test_training_tasks_read_every_input_file_once(cluster):
+  # By construction: none empty, none shared, none unread (the chief and worker 0
+  # used to read the same files, and the last place nobody).
+  files, read = _shards_of_every_training_task(cluster)
+  assert all(read.values()), read
+  every_read = [f for part in read.values() for f in part]
+  assert sorted(every_read) == files, read
+
+
+def test_a_joined_worker_reads_the_place_of_the_grown_list():
+  grown = dict(CHIEF_STYLE, worker=CHIEF_STYLE['worker'] + ['h9:2222'])
+  joiner = ClusterConfig.from_tf_config(_env({'cluster': grown,
+                                              'task': {'type': 'worker', 'index': 2}}))
+  assert joiner.input_shard == (4, 3)
+
+
+@pytest.mark.parametrize('task_type', ['ps', 'evaluator'])
+def test_tasks_that_do_not_train_have_no_input_place(task_type):
+  cluster = dict(CHIEF_STYLE, evaluator=['h8:2222'])
+  config = ClusterConfig.from_tf_config(_env({'cluster': cluster,
+                                              'task': {'type': task_type, 'index': 0}}))
+  assert config.input_shard == (1, 0)
 
 
 if __name__ == '__main__':

@@ -10,7 +10,9 @@ Real processes on loopback ports, no task of the running job restarted:
   logs `worker:1 left (1 workers)`; another worker killed -9 mid-step is no event: the
   chief and the ps train on;
 * a sync-replicas job refuses a worker with a grown worker list (exit 1), saying that
-  `replicas_to_aggregate` is fixed.
+  `replicas_to_aggregate` is fixed;
+* across network namespaces (each task its own host, `slow`): a worker joins, then
+  leaves by SIGTERM, while the job trains on.
 
 Run them alone with `pytest -m cluster tests/trainer/test_cluster_elastic.py`.
 """
@@ -152,6 +154,39 @@ def test_a_worker_leaves_by_sigterm_another_by_kill_and_the_job_trains_on(tmp_pa
       output = tasks[name].output()
       assert not re.search(r'Traceback|rebuilding the training graph', output), output[-3000:]
     del tasks['worker0']
+    _sigterm_job(group, tasks)
+
+
+@pytest.mark.slow
+def test_across_network_namespaces_a_worker_joins_then_leaves(tmp_path, data, netns_network):
+  # Every task its own host on a private subnet (deployment/netns.py): the joiner is a
+  # new machine, as a pod added by a TFJob or JobSet resize is.
+  network = netns_network(['chief0', 'worker0', 'worker1', 'ps0'],
+                          time_limit_secs=_START_SECS * 3 + _MARGIN_SECS * 2)
+  grown = cluster_util.netns_cluster(network)
+  cluster = dict(grown, worker=grown['worker'][:1])
+  train_dir = str(tmp_path / 'train')
+  config = _config(tmp_path, data)
+  with cluster_util.ProcessGroup(str(tmp_path / 'logs'), network=network) as group:
+    tasks = lib.start_tasks(group, cluster, config, train_dir)
+    lib.wait_for_step(group, tasks['worker0'], 5, timeout=_START_SECS)
+    step_before_join = _last_step(tasks['chief0'])
+    tasks['worker1'] = _start(group, grown, 'worker', 1, config, train_dir)
+    group.wait_for_output(tasks['chief0'], r'worker:1 joined \(2 workers\)', _START_SECS)
+    first = lib.wait_for_step(group, tasks['worker1'], 1, timeout=_START_SECS)
+    assert [s for s, _ in lib.progress(tasks['worker1'])][0] > step_before_join
+    lib.wait_for_step(group, tasks['worker1'], first + 10, timeout=_START_SECS)
+
+    signalled = time.time()
+    os.killpg(tasks['worker1'].pid, signal.SIGTERM)
+    assert group.wait(tasks['worker1'], timeout=_GRACE_SECS + _MARGIN_SECS) == (
+        exit_codes.PREEMPTED), group.logs()
+    assert time.time() - signalled <= _GRACE_SECS + _EXIT_SECS_AFTER_DEADLINE
+    group.wait_for_output(tasks['chief0'], r'worker:1 left \(1 workers\)', _MARGIN_SECS)
+    left_at = _last_step(tasks['chief0'])
+    lib.wait_for_step(group, tasks['worker0'], left_at + 10, timeout=_START_SECS)
+    del tasks['worker1']
+    assert all(task.poll() is None for task in tasks.values()), group.logs()
     _sigterm_job(group, tasks)
 
 
