@@ -34,6 +34,8 @@ Differs from `subprocess.Popen` on purpose:
 - the child's parent is the server, which reaps it and sends its exit code
   (negative for a signal, as Popen) and CPU seconds over a Unix socket;
   `reaped_cpu_seconds()` adds those up for tests/cpu_seconds.py;
+- `ps` and /proc/PID/cmdline show a child as the server's command line
+  (`python -m tests.fork_server SOCKET`): fork does not change them;
 - a server per test process and import-time environment (at most
   `MAX_SERVERS`), started on first use (its own import, about 6 s, is paid
   once) and stopped at exit or when its parent dies.
