@@ -60,6 +60,8 @@ class TaskLog(object):
     progress: [(time, global step, loss)] of its progress lines, in log order.
     restarts: [(time, text)] of lines matching RESTART_MARKS.
     membership: [(time, worker index, 'joined'|'left', count)] (the chief's lines).
+    sessions: how many training sessions it started (tf-slim's 'Starting Session.').
+    left: whether it told the chief that it left.
   """
 
   def __init__(self, path):
@@ -70,6 +72,8 @@ class TaskLog(object):
     self.progress = []
     self.restarts = []
     self.membership = []
+    self.sessions = 0
+    self.left = False
 
   def update(self):
     """Parses the lines appended since the last call; returns how many were complete."""
@@ -93,6 +97,10 @@ class TaskLog(object):
     if stamped is None:
       return
     stamp, message = stamped
+    if message.startswith('Starting Session.'):
+      self.sessions += 1
+    elif message.startswith('told the chief that worker') and message.endswith(' left'):
+      self.left = True
     match = _PROGRESS.search(message)
     if match:
       self.progress.append((stamp, int(match.group(1)), float(match.group(2))))
