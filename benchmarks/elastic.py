@@ -435,6 +435,7 @@ def compare_loss(run, fixed):
   total = max(s for _, s in timeline.merged_advances(run['progress']))
   elastic = timeline.losses_by_step(run['progress'], total)
   same = timeline.losses_by_step(fixed['progress'], total)
+  reached = max(s for _, s in timeline.merged_advances(fixed['progress']))
   low = total * (1 - LOSS_TAIL)
   means = timeline.mean_loss(elastic, low, total), timeline.mean_loss(same, low, total)
   print('\nloss over global steps 0..%d (%d examples each): mean per tenth of the steps' % (
@@ -446,7 +447,7 @@ def compare_loss(run, fixed):
     print('| %d-%d | %.4f | %.4f |' % (total * i // 10, total * (i + 1) // 10, a, b))
   print('mean loss over steps %d..%d: elastic %.4f, fixed-size %.4f (%d workers)%s' % (
       low, total, means[0], means[1], FLAGS.loss_workers,
-      '' if same[-1][0] >= total else ' (the fixed job reached only step %d)' % same[-1][0]))
+      '' if reached >= total else ' (the fixed job reached only step %d)' % reached))
   return means + (total,)
 
 
