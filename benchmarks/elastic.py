@@ -51,10 +51,11 @@ Differs on purpose from the other benchmarks:
   imported TensorFlow (`tests/fork_server.py`; `SLIMTRAIN_TEST_FORK_SERVER=0` turns it
   off), which makes a join cheaper than a fresh pod's; `--netns` starts fresh
   interpreters;
-* a ratio's "repeats" are the windows of one size inside one run, against one baseline
-  run per size measured minutes apart: not the side-by-side repeats of
-  benchmarks/RESULTS.md's rule, so the verdicts printed stay "not resolved" unless the
-  windows alone decide it; one run is a measurement.
+* a ratio's "repeats" are the windows after the changes of one run, against one
+  baseline job per size that ran minutes before: not the side-by-side repeats of
+  benchmarks/RESULTS.md's rule, so the ratio goal is printed "not resolved" whatever the
+  windows show (with how many reach it); the gap, the restarts and the loss are plain
+  measurements of one run.
 """
 
 import collections
@@ -96,9 +97,6 @@ FLAGS = flags.FLAGS
 
 NUM_PS = 2
 RATIO_GOAL = 0.95
-# The windows of one run against one baseline run per size: not the side-by-side
-# repeats that benchmarks/RESULTS.md's rule asks for.
-_NOT_PAIRED = ' [windows of one run / one baseline run per size: not side by side]'
 LOSS_TAIL = 0.2  # the last fraction of the global steps whose mean loss is compared
 
 
@@ -339,6 +337,20 @@ def analyse_phases(run, baselines):
   return rows
 
 
+def goal_line(name, numerator, denominator):
+  """`bench_util.ratio_line` of windows against baselines, with the goal's honest label.
+
+  The windows of one run are compared with one baseline job per size that ran before
+  them, not alternating with them: not the side-by-side repeats benchmarks/RESULTS.md's
+  rule asks for, so however many windows reach the goal the label is "not resolved".
+  """
+  reached = sum(1 for r in bench_util.paired_ratios(numerator, denominator) if r >= RATIO_GOAL)
+  return '%s goal >= %.2f: %d of %d windows reach it; not resolved (the baselines ran ' \
+      'before the windows, not alternating with them)' % (
+          bench_util.ratio_line(name, numerator, denominator), RATIO_GOAL, reached,
+          len(numerator))
+
+
 def per_task(rate, workers):
   """Examples/sec per training task (chief + workers) of a job at `rate` global steps/sec."""
   return rate * FLAGS.batch_size / (workers + 1)
@@ -377,16 +389,13 @@ def print_phases(rows, baselines):
   timed = [r for r in rows if r['ratio'] is not None and r['k'] > 0]
   for size in sorted({r['size'] for r in timed}):
     of_size = [r for r in timed if r['size'] == size]
-    print(bench_util.ratio_line(
-        'ex/s per task after a change to %d / job started at %d' % (size, size),
-        [per_task(r['rate'], size) for r in of_size],
-        [per_task(baselines[size], size)] * len(of_size), goal=RATIO_GOAL) + _NOT_PAIRED)
+    print(goal_line('ex/s per task after a change to %d / job started at %d' % (size, size),
+                    [per_task(r['rate'], size) for r in of_size],
+                    [per_task(baselines[size], size)] * len(of_size)))
   if timed:
-    print(bench_util.ratio_line(
-        'ex/s per task after every change / job started at that size',
-        [per_task(r['rate'], r['size']) for r in timed],
-        [per_task(baselines[r['size']], r['size']) for r in timed], goal=RATIO_GOAL) +
-        _NOT_PAIRED)
+    print(goal_line('ex/s per task after every change / job started at that size',
+                    [per_task(r['rate'], r['size']) for r in timed],
+                    [per_task(baselines[r['size']], r['size']) for r in timed]))
   skipped = sum(1 for r in rows if r['k'] > 0 and r['ratio'] is None)
   if skipped:
     print('%d change(s) left no window of %.0f s after settling: no rate' % (
