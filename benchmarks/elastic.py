@@ -25,8 +25,9 @@ the one clock of the machine, so the union of all tasks' lines is the job's prog
   started at that size (one `--baseline_secs` run per size, started fresh in the same
   invocation, before the elastic runs), goal >= 0.95;
 * restarts of every task that was neither added nor removed (chief, ps tasks, worker
-  0): an exit before the end, or a log line of a rebuilt graph or session, a recovery
-  or a traceback; goal: zero;
+  0): an exit before the end, a second training session (tf-slim's `Starting Session.`),
+  or a log line of a rebuilt graph or session, a recovery, `Retrying training!` or a
+  traceback; goal: zero;
 * the loss against a fixed-size job (`--loss_workers`, 2) that ran the same number of
   global steps (the same examples): the mean over the last 20 % of the steps and a
   10-point curve, goal: no divergence;
@@ -39,8 +40,9 @@ the one clock of the machine, so the union of all tasks' lines is the job's prog
     python -m benchmarks.elastic --netns                 # each task its own namespace
     python -m benchmarks.elastic --runs=churn --churn_secs=10 --duration_secs=300
 
-The whole invocation takes about 30 minutes with the defaults (4 baselines, 2 elastic
-runs of 5 minutes, one loss run as long). Task logs stay in `--task_log_dir` (printed).
+The whole invocation takes about 20 minutes with the defaults on loopback (4 baselines,
+2 elastic runs of 5 minutes, one loss run about as long). Task logs stay in
+`--task_log_dir` (printed).
 `--netns` runs every job of the invocation with each task in its own network namespace
 (`deployment/netns.py`, needs root and `ip`): chief0, ps0, ps1, worker0..3 are hosts.
 

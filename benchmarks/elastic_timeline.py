@@ -27,10 +27,11 @@ _ABSL_LINE = re.compile(
     r'^[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6})\s+\d+\s+[^\]]*\] (.*)$')
 _PROGRESS = re.compile(r'global step (\d+), loss = ([0-9.naifNAIF+-]+)')
 _MEMBERSHIP = re.compile(r'worker:(\d+) (joined|left) \((\d+) workers\)')
-# A task that was neither added nor removed must show none of these.
+# A task that was neither added nor removed must show none of these ('Retrying training!':
+# tf-slim's Supervisor after an error ended its session, before it starts another).
 RESTART_MARKS = re.compile(
     r'rebuilding the training graph|rebuilding the session|creating a new session|'
-    r'recovered from a lost peer|Traceback \(most recent call last\)')
+    r'recovered from a lost peer|Retrying training!|Traceback \(most recent call last\)')
 
 
 def absl_time(line, year):
