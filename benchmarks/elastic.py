@@ -20,8 +20,9 @@ the one clock of the machine, so the union of all tasks' lines is the job's prog
 * the longest gap between consecutive global steps in each phase (a change and what
   follows it), goal: none longer than 2 s at any membership change;
 * examples/sec per training task (chief + workers) in the window after each change,
-  from `--settle_secs` after the change is complete (every added worker has logged a
-  step, every removed one has logged its last) to the next change, against a job
+  from `--settle_secs` after the change is complete (every worker of the phase, also
+  one added earlier, has logged a step, every removed one has logged its last) to the
+  next change, against a job
   started at that size (one `--baseline_secs` run per size, started fresh in the same
   invocation, before the elastic runs), goal >= 0.95;
 * restarts of every task that was neither added nor removed (chief, ps tasks, worker
@@ -293,7 +294,8 @@ def run_elastic(name, sizes, phase_secs, config, log_dir):
       job.sleep_until(t0 + k * phase_secs)
       start = time.time()
       added, removed = job.resize(size) if k else ([], [])
-      phases.append(dict(size=size, start=start, added=added, removed=removed))
+      phases.append(dict(size=size, start=start, added=added, removed=removed,
+                         live=list(job.workers.values())))
       print('  %s %6.1f s: %d workers%s%s' % (
           name, start - t0, size, ''.join(' +' + t.name for t in added),
           ''.join(' -' + t.name for t in removed)), flush=True)
@@ -320,9 +322,12 @@ def analyse_phases(run, baselines):
   for k, phase in enumerate(run['phases']):
     end = run['phases'][k + 1]['start'] if k + 1 < len(run['phases']) else run['end']
     start = run['t0'] if k == 0 else phase['start']
-    done = [t.log.first_step_time() for t in phase['added']]
+    # Complete once every worker of the phase has stepped (one added in an earlier phase
+    # may still be starting) and every removed one has made its last step.
+    done = [t.log.first_step_time() for t in phase['live']]
     done += [t.log.last_step_time() or t.signalled for t in phase['removed']]
-    complete = start if not done else (None if None in done else max(done))
+    done = [None if d is None or d > end else d for d in done]
+    complete = None if None in done else max(done + [start])
     row = dict(k=k, size=phase['size'], start=start - run['t0'], end=end,
                change=' '.join(['+' + t.name for t in phase['added']] +
                                ['-' + t.name for t in phase['removed']]) or '(start)',
