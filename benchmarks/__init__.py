@@ -19,6 +19,12 @@ Map:
   1-4 workers x 1-2 ps, loopback or one network namespace per task).
 * `elastic_ps_memory.py`: a ps's memory, threads and descriptors while 50 workers
   join and leave a running job (issue 29; a measurement, no threshold).
+* `elastic.py`: an asynchronous `trainer.train` job (chief + 2 ps) whose workers go
+  1 -> 3 -> 2 -> 4 -> 1 ... every 30 s, and a churn run (one join or leave every 10 s),
+  on loopback or `--netns`: steps/sec over time, the longest gap between global steps at
+  each change, examples/sec per task after each change vs a job started at that size,
+  restarts of the other tasks, the loss vs a fixed-size job (log parsing in
+  `elastic_timeline.py`; starts its tasks with tests/cluster_util.py).
 * `bench_util.py`: the timing protocol, tables, synthetic data and models they share.
 """
 
