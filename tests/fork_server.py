@@ -216,7 +216,10 @@ class ForkServer(object):
   def __init__(self, env):
     """Starts a server that imports `PRELOADED_MODULES` under `env`."""
     self.import_time_env = import_time_environment(env)
-    self._folder = tempfile.mkdtemp(prefix='slimtrain-fork-server-')
+    # A Unix socket's path has at most 107 bytes; bazel's TMPDIR can be longer.
+    short_enough = len(tempfile.gettempdir()) <= 60
+    self._folder = tempfile.mkdtemp(prefix='slimtrain-fork-server-',
+                                    dir=None if short_enough else '/tmp')
     self._socket_path = os.path.join(self._folder, 'socket')
     server_env = dict(env)
     server_env.pop('TF_CONFIG', None)

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -113,6 +114,18 @@ def test_run_timeout_kills_the_child_and_raises(probe_dir):
   seen = json.loads(raised.value.stdout.splitlines()[0])
   with pytest.raises(ProcessLookupError):
     os.kill(seen['pid'], 0)
+
+
+def test_a_long_temporary_folder_still_gives_a_socket_path_that_binds(tmp_path, monkeypatch):
+  # bazel's TMPDIR can pass the 107 bytes a Unix socket path may have.
+  long_folder = tmp_path / ('x' * 100)
+  long_folder.mkdir()
+  monkeypatch.setattr(tempfile, 'tempdir', str(long_folder))
+  server = fork_server.ForkServer(_env())
+  try:
+    server._connect().close()  # noqa: SLF001  (listening is what the test checks)
+  finally:
+    server.stop()
 
 
 @pytest.mark.parametrize('variable', ['TF_CPP_MIN_LOG_LEVEL', 'SLIMTRAIN_DISABLE_COMPAT'])
