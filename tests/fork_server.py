@@ -44,6 +44,7 @@ Differs from `subprocess.Popen` on purpose:
 import atexit
 import json
 import os
+import select
 import selectors
 import shutil
 import signal
@@ -53,6 +54,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 DISABLE_ENV = 'SLIMTRAIN_TEST_FORK_SERVER'
 
@@ -102,15 +104,15 @@ def popen(args, cwd=None, env=None, stdin=None, stdout=None, stderr=None,
   """
   env = dict(os.environ if env is None else env)
   target = _fork_target(args)
-  if (others or target is None or not start_new_session
-      or subprocess.PIPE in (stdin, stdout, stderr)
-      or os.environ.get(DISABLE_ENV, '1') == '0' or env.get(DISABLE_ENV, '1') == '0'):
-    return _plain(args, cwd, env, stdin, stdout, stderr, start_new_session, others)
-  server = _shared_server(env)
+  forkable = not (others or target is None or not start_new_session
+                  or subprocess.PIPE in (stdin, stdout, stderr)
+                  or os.environ.get(DISABLE_ENV, '1') == '0' or env.get(DISABLE_ENV, '1') == '0')
+  server = _shared_server(env) if forkable else None
   if server is None:
-    return _plain(args, cwd, env, stdin, stdout, stderr, start_new_session, others)
+    return subprocess.Popen(args, cwd=cwd, env=env, stdin=stdin, stdout=stdout, stderr=stderr,
+                            start_new_session=start_new_session, **others)
   return server.start(args, target, cwd or os.getcwd(), env, (stdin, stdout, stderr),
-                      start_new_session, unbuffered=args[1] == '-u')
+                      unbuffered=args[1] == '-u')
 
 
 def run(args, cwd=None, env=None, timeout=None, capture_output=False, stdout=None,
@@ -176,11 +178,6 @@ def _read_back(stdout, stderr, out_file, err_file, text):
   return captured
 
 
-def _plain(args, cwd, env, stdin, stdout, stderr, start_new_session, others):
-  return subprocess.Popen(args, cwd=cwd, env=env, stdin=stdin, stdout=stdout, stderr=stderr,
-                          start_new_session=start_new_session, **others)
-
-
 def _fork_target(args):
   """('module', name) or ('script', path) for `python [-u] -m name ...`, else None."""
   args = list(args)
@@ -238,7 +235,7 @@ class ForkServer(object):
 
   def _connect(self, timeout=300.0):
     """A connection, once the server has imported its modules and listens."""
-    waited = 0.0
+    deadline = time.monotonic() + timeout
     while True:
       if self._process.poll() is not None:
         raise RuntimeError('the test fork server exited with %s before listening on %s:\n%s' % (
@@ -249,19 +246,18 @@ class ForkServer(object):
         return connection
       except (FileNotFoundError, ConnectionRefusedError):
         connection.close()
-      if waited > timeout:
+      if time.monotonic() > deadline:
         raise RuntimeError('the test fork server did not listen within %.0f s:\n%s' % (
             timeout, self._log_tail()))
-      threading.Event().wait(0.05)
-      waited += 0.05
+      time.sleep(0.05)
 
-  def start(self, args, target, cwd, env, std, new_session, unbuffered):
-    """Forks one child; returns its `ForkedProcess`."""
+  def start(self, args, target, cwd, env, std, unbuffered):
+    """Forks one child in a session of its own; returns its `ForkedProcess`."""
     fds, opened = _standard_fds(std)
     connection = self._connect()
     try:
       request = json.dumps({'target': target, 'argv': list(args), 'cwd': cwd, 'env': env,
-                            'new_session': new_session, 'unbuffered': unbuffered}).encode()
+                            'unbuffered': unbuffered}).encode()
       socket.send_fds(connection, [b'F'], fds)
       connection.sendall(_LENGTH.pack(len(request)) + request)
     finally:
@@ -314,11 +310,8 @@ class ForkedProcess(object):
   def _message(self, timeout):
     """The server's next message; None when none came within `timeout` seconds."""
     while b'\n' not in self._received:
-      ready = selectors.DefaultSelector()
-      ready.register(self._connection, selectors.EVENT_READ)
-      events = ready.select(timeout)
-      ready.close()
-      if not events:
+      readable, _, _ = select.select([self._connection], [], [], timeout)
+      if not readable:
         return None
       chunk = self._connection.recv(4096)
       if not chunk:
@@ -447,8 +440,7 @@ def _reap(children):
 
 def _become(request, fds):
   """Turns this forked child into `python [-u] -m module args` of `request`."""
-  if request['new_session']:
-    os.setsid()
+  os.setsid()  # popen forks only for start_new_session=True
   for target_fd, fd in enumerate(fds):
     os.dup2(fd, target_fd)
   for fd in set(fds) - {0, 1, 2}:
