@@ -35,19 +35,22 @@ _COLOURS = np.array([[220, 40, 40], [40, 40, 220]])
 PROGRESS_RE = r'global step (\d+), loss = ([0-9.naif]+)'
 
 
-def write_colour_records(data_dir, num_examples=32, seed=0):
+def write_colour_records(data_dir, num_examples=32, seed=0, label_noise=0.0):
   """Writes classification TFRecords: label 1 = reddish, label 2 = bluish.
 
   Args:
     data_dir: output directory (created).
     num_examples: examples in the single shard.
     seed: numpy seed for the noise.
+    label_noise: probability that an example gets the other label (drawn from
+      a generator of its own, seeded seed + 1, so the images do not change).
 
   Returns:
     dict with `pattern` (the file glob) and `label_map_path`.
   """
   os.makedirs(data_dir, exist_ok=True)
   rng = np.random.default_rng(seed)
+  flips = np.random.default_rng(seed + 1).random(num_examples) < label_noise
   codec = dataset_util.ImageCodec()
   path = os.path.join(data_dir, 'train.tfrecord-00000-of-00001')
   with tf.io.TFRecordWriter(path) as writer:
@@ -56,7 +59,8 @@ def write_colour_records(data_dir, num_examples=32, seed=0):
       noise = rng.integers(-30, 30, size=(IMAGE_SIZE, IMAGE_SIZE, 3))
       image = np.clip(_COLOURS[label] + noise, 0, 255).astype(np.uint8)
       example = dataset_util.classification_example(
-          codec.encode(image, 'png'), b'png', IMAGE_SIZE, IMAGE_SIZE, label + 1,
+          codec.encode(image, 'png'), b'png', IMAGE_SIZE, IMAGE_SIZE,
+          NUM_CLASSES - label if flips[i] else label + 1,
           source_id=str(i).encode())
       writer.write(example.SerializeToString())
   label_map_path = os.path.join(data_dir, 'label_map.pbtxt')
