@@ -72,7 +72,9 @@ def session_config(device, num_clones, max_clones, gpu_memory_mb):
   """
   if device == 'cpu':
     return bench_util.session_config(1, num_clones, num_cpus=num_clones)
-  config = tf.compat.v1.ConfigProto(allow_soft_placement=False)
+  # Summary ops (the classifiers' histograms) have no GPU kernel; the trainer
+  # places them on the CPU the same way (trainer.session_config).
+  config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
   config.gpu_options.experimental.virtual_devices.add(
       memory_limit_mb=[gpu_memory_mb] * max_clones)
   return config

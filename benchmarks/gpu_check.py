@@ -105,6 +105,9 @@ def parse_args(argv):
   parser.add_argument('--total_budget_s', '--total-budget-s', type=float, default=None,
                       help='Seconds for all steps (default %d; --dry-run: no limit beyond '
                            'the steps\' own).' % TOTAL_BUDGET_S)
+  parser.add_argument('--throughput_variants', default='fp32,mixed,xla,mixed_xla',
+                      help='Step 2\'s variants, in the order measured (a short budget '
+                           'cuts the last ones).')
   parser.add_argument('--install_cuda', '--install-cuda', action='store_true',
                       help="First pip install '%s' into this Python." % CUDA_INSTALL)
   parser.add_argument('--bundle', default=None,
@@ -218,7 +221,7 @@ def run_gpu_tests(args, budget_s, log_path):
 def throughput_command(args, budget_s, json_path):
   """The benchmarks.gpu_throughput command of step 2."""
   command = [args.python, '-m', 'benchmarks.gpu_throughput', '--paired',
-             '--variants=fp32,mixed,xla,mixed_xla', '--clones=', '--json_out=%s' % json_path,
+             '--variants=%s' % args.throughput_variants, '--clones=', '--json_out=%s' % json_path,
              '--time_budget_s=%d' % max(1, budget_s - 20)]
   if args.dry_run:
     return command + ['--quick']

@@ -328,7 +328,7 @@ def _print_throughput(tables, warmup, steps, repeats, out):
         bench_util.ratio(results['slimtrain'], results['raw'])), file=out)
   for (variant, layout, batch), results in tables.items():
     print(bench_util.ratio_line('slimtrain/raw %s %s batch %d' % (variant, layout, batch),
-                                results['slimtrain'], results['raw'], goal=0.95), file=out)
+                                results['slimtrain'], results['raw'], goal=0.98), file=out)
   for (variant, layout, batch), results in tables.items():
     fp32 = tables.get(('fp32', layout, batch))
     if variant != 'fp32' and fp32 is not None:
