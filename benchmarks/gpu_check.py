@@ -68,12 +68,16 @@ TRAINER_OVER_RAW_GOAL = 0.98
 CUDA_CACHE_PATH = '/tmp/slimtrain_gpu_check_cuda_cache'  # Not under $OUT: it stays there.
 
 # (name, issue number, title, budget on the GPU, budget of --dry-run); run in this order.
+# GPU budgets from the first run (H200, 2026-11-27; benchmarks/RESULTS.md): env took
+# 17 s, the GPU tests 66 s; multi-clone's first of two runs ended inside 75 s (so 120
+# for both); mixed precision and the input pipeline made no step in 60 s on a fresh
+# machine, where the driver compiles every new kernel from PTX (90 each, a guess).
 STEPS = (
-    ('env', None, 'environment', 60, 180),
-    ('gpu_tests', 1, 'GPU tests', 100, 300),
-    ('multi_clone', 3, 'multi-clone on 2 logical GPUs', 75, 420),
-    ('mixed_precision', 4, 'mixed precision correctness', 60, 300),
-    ('input_pipeline', 5, 'input pipeline at batch 128', 60, 240),
+    ('env', None, 'environment', 45, 180),
+    ('gpu_tests', 1, 'GPU tests', 90, 300),
+    ('multi_clone', 3, 'multi-clone on 2 logical GPUs', 120, 420),
+    ('mixed_precision', 4, 'mixed precision correctness', 90, 300),
+    ('input_pipeline', 5, 'input pipeline at batch 128', 90, 240),
     ('throughput', 2, 'ResNet-50 throughput', None, 600),
 )
 STEP_NAMES = tuple(step[0] for step in STEPS)
