@@ -28,7 +28,9 @@ rebuild their session from the latest checkpoint (129 after
 docs/fault_tolerance.md.
 """
 
+import contextlib
 import functools
+import signal
 
 from absl import app
 from absl import flags
@@ -185,9 +187,12 @@ def run(argv=None):
 
   # Without the chief nobody saves a worker's work: a worker exits retryable then.
   stop_watching_chief = faults.watch_chief()
-  members = _join(cluster, master, is_chief) if elastic_worker else None
+  members = None
   try:
-    if not _train_until_done(train_once, cluster, faults, train_config.num_steps):
+    with _leave_on_sigterm(elastic_worker and not is_chief):
+      members = _join(cluster, master, is_chief) if elastic_worker else None
+      trained = _train_until_done(train_once, cluster, faults, train_config.num_steps)
+    if not trained:
       return exit_codes.DONE  # The ps tasks have exited: nobody to tell.
   except fault_runtime.TrainingPreempted as e:
     logging.warning('%s', e)
@@ -221,6 +226,32 @@ def _start_training_server(cluster, timeouts, resizable):
         fixed_workers_reason=elastic.SYNC_REASON)
   server, _ = elastic.start_worker_server(cluster, timeouts.startup, resizable)
   return server
+
+
+@contextlib.contextmanager
+def _leave_on_sigterm(active):
+  """While active, SIGTERM raises `TrainingPreempted` (a worker of a resizable job).
+
+  The training loop hears SIGTERM itself once its session starts; before that a
+  worker joining a running job spends 15-30 s announcing itself and building its
+  graph on a busy machine, and a scale-down landing there used to kill it
+  unannounced, so the chief kept counting it and the ps waited for it at the end.
+  The loop's handler replaces this one while it runs and puts it back after.
+  """
+  if not active:
+    yield
+    return
+
+  def leave(signum, frame):
+    del signum, frame
+    raise fault_runtime.TrainingPreempted(
+        'SIGTERM before the first training step of this worker: leaving the job')
+
+  previous = signal.signal(signal.SIGTERM, leave)
+  try:
+    yield
+  finally:
+    signal.signal(signal.SIGTERM, previous)
 
 
 def _join(cluster, master, is_chief):

@@ -8,7 +8,7 @@ Real processes on loopback ports, no task of the running job restarted:
   (exit 1) naming the difference, while the job trains on;
 * a worker removed by SIGTERM exits 143 within `termination_grace_secs` and the chief
   logs `worker:1 left (1 workers)`; another worker killed -9 mid-step is no event: the
-  chief and the ps train on;
+  chief and the ps train on; a joiner removed before its first step leaves the same way;
 * a sync-replicas job refuses a worker with a grown worker list (exit 1), saying that
   `replicas_to_aggregate` is fixed;
 * across network namespaces (each task its own host, `slow`): a worker joins, then
@@ -154,6 +154,35 @@ def test_a_worker_leaves_by_sigterm_another_by_kill_and_the_job_trains_on(tmp_pa
       output = tasks[name].output()
       assert not re.search(r'Traceback|rebuilding the training graph', output), output[-3000:]
     del tasks['worker0']
+    _sigterm_job(group, tasks)
+
+
+def test_a_joiner_removed_before_its_first_step_says_it_left(tmp_path, data):
+  """A scale-down that lands while the joiner builds its graph (before the training loop
+  hears SIGTERM itself): it exits 143 and the chief stops counting it."""
+  train_dir = str(tmp_path / 'train')
+  config = _config(tmp_path, data)
+  cluster = cluster_util.local_cluster(num_workers=1, num_ps=1, chief=True)
+  grown = dict(cluster, worker=cluster['worker'] + cluster_util.local_cluster(
+      num_workers=1)['worker'])
+  with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
+    tasks = lib.start_tasks(group, cluster, config, train_dir)
+    lib.wait_for_step(group, tasks['chief0'], 5, timeout=_START_SECS)
+    joiner = _start(group, grown, 'worker', 1, config, train_dir)
+    group.wait_for_output(joiner, r'told the chief that worker 1 joined', _START_SECS)
+    signalled = time.time()
+    os.killpg(joiner.pid, signal.SIGTERM)
+    code = group.wait(joiner, timeout=_GRACE_SECS + _MARGIN_SECS)
+    exit_secs = time.time() - signalled
+    print('joiner: seconds from SIGTERM to its exit: %.1f' % exit_secs)
+    assert code == exit_codes.PREEMPTED, group.logs()
+    assert exit_secs <= _GRACE_SECS + _EXIT_SECS_AFTER_DEADLINE
+    assert lib.progress(joiner) == [], joiner.output()[-3000:]  # It never trained.
+    assert 'SIGTERM before the first training step of this worker' in joiner.output()
+    group.wait_for_output(tasks['chief0'], r'worker:1 left \(1 workers\)', _MARGIN_SECS)
+    left_at = _last_step(tasks['chief0'])
+    lib.wait_for_step(group, tasks['chief0'], left_at + 10, timeout=_START_SECS)
+    assert all(task.poll() is None for task in tasks.values()), group.logs()
     _sigterm_job(group, tasks)
 
 
