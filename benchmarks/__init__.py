@@ -25,6 +25,11 @@ Map:
   each change, examples/sec per task after each change vs a job started at that size,
   restarts of the other tasks, the loss vs a fixed-size job (log parsing in
   `elastic_timeline.py`; starts its tasks with tests/cluster_util.py).
+* `ps_failover.py`: a ps of an asynchronous job (chief, 2 workers, 2 ps; ResNet-50,
+  ~94 MB over both ps) killed and restarted every 30 s: per kill the time to the next
+  global step, the restored shard's source and age, the kept shard, the global-step
+  rollback and the loss around it, with snapshots and against checkpoint restores
+  (issue 28; reuses `elastic.py`'s job).
 * `bench_util.py`: the timing protocol, tables, synthetic data and models they share.
 """
 

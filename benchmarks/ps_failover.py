@@ -1,0 +1,290 @@
+r"""Benchmark: what a lost parameter server costs an asynchronous job (issue 28).
+
+    .venv/bin/python -m benchmarks.ps_failover --netns           # the issue's run (root)
+    .venv/bin/python -m benchmarks.ps_failover --quick           # smoke: loopback, 1 kill each
+
+One asynchronous `python -m trainer.train` job per phase: a chief, 2 workers and 2
+ps tasks (with `--netns` each its own host in a network namespace), training a
+ResNet-50 v1 on 32x32 images, whose ~94 MB of variables `replica_device_setter`
+splits over both ps. Every `--period_secs` the benchmark kills one ps with SIGKILL
+(ps 1, ps 0, ps 1, ...) and starts it again on its address at once. Per kill it
+reads the task logs:
+
+  * recovery: seconds from the kill to the job's next global step, and from the ps
+    being back (its `cluster of task ps:N matches the chief's` line) to that step;
+  * the restored shard: from its snapshot or from a checkpoint; a snapshot's age
+    in seconds and global steps at the kill (the chief logs its age when it
+    restores it, later; both are printed); the kept shard: the chief's `kept the
+    current values` of the other ps;
+  * global-step rollback: the chief's `restored global step R, L step(s) lost`;
+  * the loss: mean of the last 10 progress lines before the kill against the first
+    10 after the next step.
+
+Phases (each a fresh job and train_dir):
+
+  snapshots      `snapshot_interval_secs` = --snapshot_secs (default 5), --kills kills
+  checkpoint60   snapshots off, `save_interval_secs: 60`, --baseline_kills kills
+  checkpoint600  snapshots off, `save_interval_secs: 600`, --baseline_kills kills
+
+Goals (issue 28): restored shard <= 2 x the snapshot interval old; the untouched
+shard and, when ps 1 is lost, the global step not rolled back; recovery (ps back ->
+next step) <= 5 s at p99. Every kill is one repeat: a goal is met when every kill of
+the snapshots phase meets it. The copies' cost to steps/sec is measured by
+`benchmarks/shard_snapshots.py` (the copy thread on and off, alternating in one
+process), not here.
+
+Differs on purpose from the issue's run: `--kills` defaults to 20 with a period of
+30 s (10 minutes at 60 s do not fit this 2-core machine's session beside the
+baselines); say so in RESULTS.md when other values are used.
+"""
+
+import collections
+import os
+import re
+import signal
+import tempfile
+import time
+
+from absl import app
+from absl import flags
+
+from benchmarks import bench_util
+from benchmarks import elastic
+from benchmarks import elastic_timeline as timeline
+
+flags.DEFINE_integer('kills', 20, 'Kills in the snapshots phase (alternating ps).')
+flags.DEFINE_integer('baseline_kills', 4, 'Kills in each checkpoint phase.')
+flags.DEFINE_float('period_secs', 30, 'Seconds from one kill to the next.')
+flags.DEFINE_float('snapshot_secs', 5, 'deploy_config.snapshot_interval_secs of the '
+                   'snapshots phase.')
+flags.DEFINE_string('net', 'resnet_v1_50', 'slim_classifier net (resnet_v1_50: ~94 MB).')
+flags.DEFINE_integer('image_size', 32, 'Image height and width.')
+flags.DEFINE_float('recovery_goal_secs', 5, 'Goal: ps back -> next global step, p99.')
+FLAGS = flags.FLAGS
+
+NUM_WORKERS = 2
+_LOSS_LINES = 10
+_RESTORED = re.compile(
+    r'recovered from a lost peer: restored global step (\d+), (\d+) step\(s\) lost')
+_FROM_SNAPSHOT = re.compile(
+    r'restored the \d+ variables of /job:ps/task:(\d+) from its snapshot on \S+ '
+    r'\(global step (\d+): ([0-9.]+) s, (\d+) steps old\)')
+_FROM_CHECKPOINT = re.compile(
+    r'restored the \d+ variables of /job:ps/task:(\d+) from \S*model\.ckpt-(\d+)')
+_KEPT = re.compile(r'kept the current values of /job:ps/task:(\d+)')
+_PS_BACK = re.compile(r"cluster of task ps:(\d+) matches the chief's")
+
+PHASES = collections.OrderedDict([
+    ('snapshots', dict(snapshot=True, save_secs=600)),
+    ('checkpoint60', dict(snapshot=False, save_secs=60)),
+    ('checkpoint600', dict(snapshot=False, save_secs=600)),
+])
+
+
+def stamped_lines(path, pattern, since):
+  """[(time, match)] of the absl lines of `path` after `since` matching `pattern`."""
+  year = time.localtime().tm_year
+  found = []
+  with open(path, errors='replace') as log:
+    for line in log:
+      stamped = timeline.absl_time(line, year)
+      if stamped and stamped[0] >= since:
+        match = pattern.search(stamped[1])
+        if match:
+          found.append((stamped[0], match))
+  return found
+
+
+def _config(log_dir, data, name, snapshot, save_secs):
+  """The phase's pipeline config: the cluster tests' one with a bigger net."""
+  from tests.trainer import cluster_testlib  # noqa: PLC0415  (imports TensorFlow)
+  path = cluster_testlib.write_pipeline_config(
+      log_dir, data, num_steps=10 ** 9, batch_size=2, learning_rate=0.01,
+      log_every_n_steps=1, save_interval_secs=save_secs, startup_timeout_secs=240,
+      chief_timeout_secs=120, recovery_timeout_secs=300, termination_grace_secs=15,
+      snapshot_interval_secs=FLAGS.snapshot_secs if snapshot else 0,
+      name='%s.config' % name)
+  with open(path) as config:
+    text = config.read()
+  text = re.sub(r'net: "small_cnn" image_height: \d+ image_width: \d+',
+                'net: "%s" image_height: %d image_width: %d' % (
+                    FLAGS.net, FLAGS.image_size, FLAGS.image_size), text)
+  with open(path, 'w') as config:
+    config.write(text)
+  return path
+
+
+def kill_and_restart(job, index):
+  """SIGKILLs the running ps `index`, starts it again at once; returns (kill time, task)."""
+  current = [t for t in job.tasks.values()
+             if t.name.split('_')[0] == 'ps%d' % index and t.poll() is None][-1]
+  killed = time.time()
+  os.killpg(current.process.pid, signal.SIGKILL)
+  current.process.popen.wait(timeout=30)
+  cluster = dict(chief=job._addresses['chief'], ps=job._addresses['ps'],  # noqa: SLF001
+                 worker=job._addresses['worker'][:NUM_WORKERS])  # noqa: SLF001
+  return killed, job._start('ps', index, cluster, 'restarted')  # noqa: SLF001
+
+
+def measure_kill(job, index, killed, restarted, deadline):
+  """Waits for the job's next step after the kill; returns the kill's figures (or None)."""
+  chief = job.tasks['chief0']
+  back = next_step = None
+  while time.time() < deadline:
+    job.update()
+    if back is None:
+      lines = stamped_lines(restarted.process.log_path, _PS_BACK, killed)
+      back = lines[0][0] if lines else None
+    if back is not None:
+      after = [(t, s, loss) for progress in job.progress() for t, s, loss in progress
+               if t > back]
+      if after:
+        next_step = min(after)
+        break
+    time.sleep(0.5)
+  if next_step is None:
+    return None
+  time.sleep(3)  # The loss lines after the step, and the chief's restore lines.
+  job.update()
+  row = dict(ps=index, killed=killed, back_secs=back - killed,
+             kill_to_step=next_step[0] - killed, back_to_step=next_step[0] - back)
+  restored = stamped_lines(chief.process.log_path, _RESTORED, killed)
+  row['rollback'] = int(restored[0][1].group(2)) if restored else None
+  snap = [(t, m) for t, m in stamped_lines(chief.process.log_path, _FROM_SNAPSHOT, killed)
+          if int(m.group(1)) == index]
+  ckpt = [m for _, m in stamped_lines(chief.process.log_path, _FROM_CHECKPOINT, killed)
+          if int(m.group(1)) == index]
+  lines = sorted(line for progress in job.progress() for line in progress)
+  step_at_kill = max([s for t, s, _ in lines if t < killed], default=0)
+  if snap:
+    # The chief logs the copy's age when it restores it; what the kill cost that
+    # shard is its age at the kill.
+    restored_at, match = snap[0]
+    row.update(source='snapshot', age_logged_secs=float(match.group(3)),
+               age_secs=float(match.group(3)) - (restored_at - killed),
+               age_steps=step_at_kill - int(match.group(2)))
+  elif ckpt:
+    row.update(source='checkpoint ckpt-%s' % ckpt[0].group(2), age_secs=None,
+               age_steps=step_at_kill - int(ckpt[0].group(2)))
+  else:
+    row.update(source='?', age_secs=None, age_steps=None)
+  kept = [int(m.group(1)) for _, m in stamped_lines(chief.process.log_path, _KEPT, killed)]
+  row['other_kept'] = (1 - index) in kept
+  before = [loss for t, _, loss in lines if t < killed][-_LOSS_LINES:]
+  after = [loss for t, _, loss in lines if t >= next_step[0]][:_LOSS_LINES]
+  row['loss'] = (bench_util.median(before) if before else float('nan'),
+                 bench_util.median(after) if after else float('nan'))
+  return row
+
+
+def run_phase(name, kills, config, log_dir):
+  """One job, `kills` kill/restart cycles `--period_secs` apart; returns the rows."""
+  rows = []
+  with elastic.running_job(name, NUM_WORKERS, config, log_dir) as job:
+    job.start(NUM_WORKERS)
+    job.wait_training(job.training(), FLAGS.start_secs)
+    next_kill = time.time() + FLAGS.period_secs
+    for number in range(kills):
+      job.sleep_until(next_kill)
+      index = 1 - number % 2
+      killed, restarted = kill_and_restart(job, index)
+      row = measure_kill(job, index, killed, restarted, killed + FLAGS.start_secs)
+      if row is None:
+        print('%s kill %d (ps %d): no step within %.0f s; phase stopped' % (
+            name, number + 1, index, FLAGS.start_secs), flush=True)
+        break
+      print_row(name, number + 1, row)
+      rows.append(row)
+      next_kill = max(killed + FLAGS.period_secs, time.time() + 5)
+  return rows
+
+
+def print_row(name, number, row):
+  if row['age_secs'] is not None:
+    age = '%.1f s, %d steps old at the kill; %.1f s when restored' % (
+        row['age_secs'], row['age_steps'], row['age_logged_secs'])
+  else:
+    age = '%s steps old at the kill' % row['age_steps']
+  print('%s kill %d: ps %d; back after %.1f s; next step %.2f s after the kill, %.2f s after '
+        'the ps was back; shard from %s (%s); other ps kept: %s; global step rolled back %s; '
+        'loss before %.3f, after %.3f' % (
+            name, number, row['ps'], row['back_secs'], row['kill_to_step'],
+            row['back_to_step'], row['source'], age, row['other_kept'], row['rollback'],
+            row['loss'][0], row['loss'][1]), flush=True)
+
+
+def percentile(values, fraction):
+  ordered = sorted(values)
+  return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
+
+
+def summarize(phases):
+  """Prints the per-phase table and the goal lines of the snapshots phase."""
+  print('\n| phase | kills | back -> next step p50 / p99 s | kill -> next step p50 / p99 s '
+        '| shard source | shard age at the kill, max s / steps | other ps kept '
+        '| rollback (ps 1 lost) |')
+  print('| --- | ---: | --- | --- | --- | --- | --- | --- |')
+  for name, rows in phases.items():
+    if not rows:
+      print('| %s | 0 | - | - | - | - | - | - |' % name)
+      continue
+    back = [r['back_to_step'] for r in rows]
+    kill = [r['kill_to_step'] for r in rows]
+    ages = [r['age_secs'] for r in rows if r['age_secs'] is not None]
+    steps = [r['age_steps'] for r in rows if r['age_steps'] is not None]
+    sources = collections.Counter(r['source'].split(' ')[0] for r in rows)
+    print('| %s | %d | %.2f / %.2f | %.2f / %.2f | %s | %s | %d of %d | %s |' % (
+        name, len(rows), percentile(back, 0.5), percentile(back, 0.99),
+        percentile(kill, 0.5), percentile(kill, 0.99),
+        ', '.join('%s %d' % kv for kv in sorted(sources.items())),
+        '%s / %s' % ('%.1f' % max(ages) if ages else '-', max(steps) if steps else '-'),
+        sum(r['other_kept'] for r in rows), len(rows),
+        ' '.join(str(r['rollback']) for r in rows if r['ps'] == 1)))
+  rows = phases.get('snapshots') or []
+  if not rows:
+    print('snapshots phase: no kill measured: every goal not resolved')
+    return
+  checks = [
+      ('restored shard <= %.0f s old' % (2 * FLAGS.snapshot_secs),
+       [r['age_secs'] is not None and r['age_secs'] <= 2 * FLAGS.snapshot_secs for r in rows]),
+      ('untouched shard kept', [r['other_kept'] for r in rows]),
+      ('no global-step rollback when ps 1 is lost',
+       [r['rollback'] == 0 for r in rows if r['ps'] == 1]),
+      ('ps back -> next step <= %.0f s' % FLAGS.recovery_goal_secs,
+       [r['back_to_step'] <= FLAGS.recovery_goal_secs for r in rows]),
+  ]
+  for text, results in checks:
+    verdict = ('met' if results and all(results) else
+               'missed' if results and not any(results) else 'not resolved')
+    print('goal %s: %d of %d kills: %s' % (text, sum(results), len(results), verdict))
+
+
+def main(argv):
+  del argv
+  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+  if FLAGS.quick:
+    FLAGS.kills, FLAGS.baseline_kills, FLAGS.period_secs = 1, 1, 20
+    FLAGS.net, FLAGS.image_size = 'small_cnn', 16
+  if FLAGS.netns:
+    from deployment import netns  # noqa: PLC0415
+    reason = netns.unavailable_reason()
+    if reason:
+      raise app.UsageError('--netns: %s' % reason)
+  log_dir = FLAGS.task_log_dir or tempfile.mkdtemp(prefix='ps_failover_')
+  os.makedirs(log_dir, exist_ok=True)
+  from tests.trainer import cluster_testlib  # noqa: PLC0415
+  data = cluster_testlib.write_colour_records(os.path.join(log_dir, 'data'), 512)
+  print('task logs: %s; %s; net %s %dx%d; kills every %.0f s; load average %.1f' % (
+      log_dir, 'network namespaces' if FLAGS.netns else 'loopback', FLAGS.net,
+      FLAGS.image_size, FLAGS.image_size, FLAGS.period_secs, os.getloadavg()[0]), flush=True)
+  phases = collections.OrderedDict()
+  for name, settings in PHASES.items():
+    kills = FLAGS.kills if settings['snapshot'] else FLAGS.baseline_kills
+    if kills:
+      config = _config(log_dir, data, name, settings['snapshot'], settings['save_secs'])
+      phases[name] = run_phase(name, kills, config, log_dir)
+  summarize(phases)
+
+
+if __name__ == '__main__':
+  app.run(main)
