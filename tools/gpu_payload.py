@@ -57,7 +57,7 @@ def stripped_tensorflow_tree(wheel, folder):
     archive.extractall(folder, [name for name in archive.namelist()
                                 if not name.startswith('tensorflow/include/')])
   libraries = [os.path.join(root, name) for root, _, names in os.walk(folder)
-               for name in names if '.so' in name]
+               for name in names if name.endswith('.so') or '.so.' in name]
   subprocess.run(['strip', '--strip-unneeded'] + libraries, check=True)
 
 
