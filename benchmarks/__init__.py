@@ -29,7 +29,8 @@ Map:
   ~94 MB over both ps) killed and restarted every 30 s: per kill the time to the next
   global step, the restored shard's source and age, the kept shard, the global-step
   rollback and the loss around it, with snapshots and against checkpoint restores
-  (issue 28; reuses `elastic.py`'s job).
+  (issue 28; reuses `elastic.py`'s job; log patterns and the report, without flags,
+  in `ps_failover_report.py`).
 * `bench_util.py`: the timing protocol, tables, synthetic data and models they share.
 """
 

@@ -50,7 +50,7 @@ from absl import flags
 
 from benchmarks import bench_util
 from benchmarks import elastic
-from benchmarks import elastic_timeline as timeline
+from benchmarks import ps_failover_report as report
 
 flags.DEFINE_integer('kills', 20, 'Kills in the snapshots phase (alternating ps).')
 flags.DEFINE_integer('baseline_kills', 4, 'Kills in each checkpoint phase.')
@@ -64,35 +64,11 @@ FLAGS = flags.FLAGS
 
 NUM_WORKERS = 2
 _LOSS_LINES = 10
-_RESTORED = re.compile(
-    r'recovered from a lost peer: restored global step (\d+), (\d+) step\(s\) lost')
-_FROM_SNAPSHOT = re.compile(
-    r'restored the \d+ variables of /job:ps/task:(\d+) from its snapshot on \S+ '
-    r'\(global step (\d+): ([0-9.]+) s, (\d+) steps old\)')
-_FROM_CHECKPOINT = re.compile(
-    r'restored the \d+ variables of /job:ps/task:(\d+) from \S*model\.ckpt-(\d+)')
-_KEPT = re.compile(r'kept the current values of /job:ps/task:(\d+)')
-_PS_BACK = re.compile(r"cluster of task ps:(\d+) matches the chief's")
-
 PHASES = collections.OrderedDict([
     ('snapshots', dict(snapshot=True, save_secs=600)),
     ('checkpoint60', dict(snapshot=False, save_secs=60)),
     ('checkpoint600', dict(snapshot=False, save_secs=600)),
 ])
-
-
-def stamped_lines(path, pattern, since):
-  """[(time, match)] of the absl lines of `path` after `since` matching `pattern`."""
-  year = time.localtime().tm_year
-  found = []
-  with open(path, errors='replace') as log:
-    for line in log:
-      stamped = timeline.absl_time(line, year)
-      if stamped and stamped[0] >= since:
-        match = pattern.search(stamped[1])
-        if match:
-          found.append((stamped[0], match))
-  return found
 
 
 def _config(log_dir, data, name, snapshot, save_secs):
@@ -134,7 +110,7 @@ def measure_kill(job, index, killed, restarted, deadline):
   while time.time() < deadline:
     job.update()
     if back is None:
-      lines = stamped_lines(restarted.process.log_path, _PS_BACK, killed)
+      lines = report.stamped_lines(restarted.process.log_path, report.PS_BACK, killed)
       back = lines[0][0] if lines else None
     if back is not None:
       after = [(t, s, loss) for progress in job.progress() for t, s, loss in progress
@@ -149,11 +125,12 @@ def measure_kill(job, index, killed, restarted, deadline):
   job.update()
   row = dict(ps=index, killed=killed, back_secs=back - killed,
              kill_to_step=next_step[0] - killed, back_to_step=next_step[0] - back)
-  restored = stamped_lines(chief.process.log_path, _RESTORED, killed)
+  log = chief.process.log_path
+  restored = report.stamped_lines(log, report.RESTORED, killed)
   row['rollback'] = int(restored[0][1].group(2)) if restored else None
-  snap = [(t, m) for t, m in stamped_lines(chief.process.log_path, _FROM_SNAPSHOT, killed)
+  snap = [(t, m) for t, m in report.stamped_lines(log, report.FROM_SNAPSHOT, killed)
           if int(m.group(1)) == index]
-  ckpt = [m for _, m in stamped_lines(chief.process.log_path, _FROM_CHECKPOINT, killed)
+  ckpt = [m for _, m in report.stamped_lines(log, report.FROM_CHECKPOINT, killed)
           if int(m.group(1)) == index]
   lines = sorted(line for progress in job.progress() for line in progress)
   step_at_kill = max([s for t, s, _ in lines if t < killed], default=0)
@@ -169,7 +146,7 @@ def measure_kill(job, index, killed, restarted, deadline):
                age_steps=step_at_kill - int(ckpt[0].group(2)))
   else:
     row.update(source='?', age_secs=None, age_steps=None)
-  kept = [int(m.group(1)) for _, m in stamped_lines(chief.process.log_path, _KEPT, killed)]
+  kept = [int(m.group(1)) for _, m in report.stamped_lines(log, report.KEPT, killed)]
   row['other_kept'] = (1 - index) in kept
   before = [loss for t, _, loss in lines if t < killed][-_LOSS_LINES:]
   after = [loss for t, _, loss in lines if t >= next_step[0]][:_LOSS_LINES]
@@ -194,72 +171,12 @@ def run_phase(name, kills, config, log_dir):
         print('%s kill %d (ps %d): no step within %.0f s; phase stopped' % (
             name, number + 1, index, FLAGS.start_secs), flush=True)
         break
-      print_row(name, number + 1, row)
+      report.print_row(name, number + 1, row)
       rows.append(row)
       # The copies restart with each new session: the next kill waits for a few
       # rounds of them, whatever the period (a recovery can outlast it).
       next_kill = max(killed + FLAGS.period_secs, time.time() + 3 * FLAGS.snapshot_secs)
   return rows
-
-
-def print_row(name, number, row):
-  if row['age_secs'] is not None:
-    age = '%.1f s, %d steps old at the kill; %.1f s when restored' % (
-        row['age_secs'], row['age_steps'], row['age_logged_secs'])
-  else:
-    age = '%s steps old at the kill' % row['age_steps']
-  print('%s kill %d: ps %d; back after %.1f s; next step %.2f s after the kill, %.2f s after '
-        'the ps was back; shard from %s (%s); other ps kept: %s; global step rolled back %s; '
-        'loss before %.3f, after %.3f' % (
-            name, number, row['ps'], row['back_secs'], row['kill_to_step'],
-            row['back_to_step'], row['source'], age, row['other_kept'], row['rollback'],
-            row['loss'][0], row['loss'][1]), flush=True)
-
-
-def percentile(values, fraction):
-  ordered = sorted(values)
-  return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
-
-
-def summarize(phases):
-  """Prints the per-phase table and the goal lines of the snapshots phase."""
-  print('\n| phase | kills | back -> next step p50 / p99 s | kill -> next step p50 / p99 s '
-        '| shard source | shard age at the kill, max s / steps | other ps kept '
-        '| rollback (ps 1 lost) |')
-  print('| --- | ---: | --- | --- | --- | --- | --- | --- |')
-  for name, rows in phases.items():
-    if not rows:
-      print('| %s | 0 | - | - | - | - | - | - |' % name)
-      continue
-    back = [r['back_to_step'] for r in rows]
-    kill = [r['kill_to_step'] for r in rows]
-    ages = [r['age_secs'] for r in rows if r['age_secs'] is not None]
-    steps = [r['age_steps'] for r in rows if r['age_steps'] is not None]
-    sources = collections.Counter(r['source'].split(' ')[0] for r in rows)
-    print('| %s | %d | %.2f / %.2f | %.2f / %.2f | %s | %s | %d of %d | %s |' % (
-        name, len(rows), percentile(back, 0.5), percentile(back, 0.99),
-        percentile(kill, 0.5), percentile(kill, 0.99),
-        ', '.join('%s %d' % kv for kv in sorted(sources.items())),
-        '%s / %s' % ('%.1f' % max(ages) if ages else '-', max(steps) if steps else '-'),
-        sum(r['other_kept'] for r in rows), len(rows),
-        ' '.join(str(r['rollback']) for r in rows if r['ps'] == 1)))
-  rows = phases.get('snapshots') or []
-  if not rows:
-    print('snapshots phase: no kill measured: every goal not resolved')
-    return
-  checks = [
-      ('restored shard <= %.0f s old' % (2 * FLAGS.snapshot_secs),
-       [r['age_secs'] is not None and r['age_secs'] <= 2 * FLAGS.snapshot_secs for r in rows]),
-      ('untouched shard kept', [r['other_kept'] for r in rows]),
-      ('no global-step rollback when ps 1 is lost',
-       [r['rollback'] == 0 for r in rows if r['ps'] == 1]),
-      ('ps back -> next step <= %.0f s' % FLAGS.recovery_goal_secs,
-       [r['back_to_step'] <= FLAGS.recovery_goal_secs for r in rows]),
-  ]
-  for text, results in checks:
-    verdict = ('met' if results and all(results) else
-               'missed' if results and not any(results) else 'not resolved')
-    print('goal %s: %d of %d kills: %s' % (text, sum(results), len(results), verdict))
 
 
 def main(argv):
@@ -291,7 +208,7 @@ def main(argv):
     if kills:
       config = _config(log_dir, data, name, settings['snapshot'], settings['save_secs'])
       phases[name] = run_phase(name, kills, config, log_dir)
-  summarize(phases)
+  report.summarize(phases, FLAGS.snapshot_secs, FLAGS.recovery_goal_secs)
 
 
 if __name__ == '__main__':

@@ -1,4 +1,6 @@
-"""benchmarks/ps_failover.py reads what the chief and the ps tasks log on a ps loss.
+"""benchmarks/ps_failover.py reads what the chief and the ps tasks log on a ps loss
+(`benchmarks/ps_failover_report.py`, which defines no flags, so it imports beside the
+other benchmarks in one test process).
 
 The lines below are the formats `deployment/shard_restore.py`,
 `deployment/fault_tolerance.py` and `deployment/cluster_check.py` write (taken from
@@ -11,7 +13,7 @@ import sys
 
 import pytest
 
-from benchmarks import ps_failover
+from benchmarks import ps_failover_report as report
 
 _LOG = """\
 I1127 03:58:30.100000 1 training_loop.py:163] global step 955, loss = 0.5000, 9.1 steps/sec
@@ -35,26 +37,26 @@ def log_path(tmp_path):
 
 def _since(log_path, pattern):
   """The lines matching `pattern` from the first stamp of the log on."""
-  first = ps_failover.stamped_lines(log_path, ps_failover._PS_BACK, 0)[0][0] - 60
-  return ps_failover.stamped_lines(log_path, pattern, first)
+  first = report.stamped_lines(log_path, report.PS_BACK, 0)[0][0] - 60
+  return report.stamped_lines(log_path, pattern, first)
 
 
 def test_every_pattern_finds_its_line(log_path):
-  (_, back), = _since(log_path, ps_failover._PS_BACK)
+  (_, back), = _since(log_path, report.PS_BACK)
   assert back.group(1) == '1'
-  (_, snap), = _since(log_path, ps_failover._FROM_SNAPSHOT)
+  (_, snap), = _since(log_path, report.FROM_SNAPSHOT)
   assert snap.groups() == ('1', '792', '18.6', '169')
-  (_, ckpt), = _since(log_path, ps_failover._FROM_CHECKPOINT)
+  (_, ckpt), = _since(log_path, report.FROM_CHECKPOINT)
   assert ckpt.groups() == ('0', '700')
-  assert [m.group(1) for _, m in _since(log_path, ps_failover._KEPT)] == ['0', '1']
-  (_, restored), = _since(log_path, ps_failover._RESTORED)
+  assert [m.group(1) for _, m in _since(log_path, report.KEPT)] == ['0', '1']
+  (_, restored), = _since(log_path, report.RESTORED)
   assert restored.groups() == ('961', '0')
 
 
 def test_lines_before_since_are_left_out(log_path):
-  stamps = [t for t, _ in _since(log_path, ps_failover._KEPT)]
+  stamps = [t for t, _ in _since(log_path, report.KEPT)]
   assert stamps[1] - stamps[0] == pytest.approx(0.045048, abs=1e-6)
-  later = ps_failover.stamped_lines(log_path, ps_failover._KEPT, stamps[1])
+  later = report.stamped_lines(log_path, report.KEPT, stamps[1])
   assert [(t, m.group(1)) for t, m in later] == [(stamps[1], '1')]
 
 
@@ -66,9 +68,9 @@ def _row(ps, age_secs, back_to_step, kept=True, rollback=0):
 
 
 def test_a_goal_is_met_only_when_every_kill_meets_it(capsys):
-  ps_failover.FLAGS(['ps_failover'])
   rows = [_row(1, 4.0, 3.0), _row(0, 12.0, 4.0), _row(1, 6.0, 7.0, rollback=0)]
-  ps_failover.summarize({'snapshots': rows, 'checkpoint60': []})
+  report.summarize({'snapshots': rows, 'checkpoint60': []}, snapshot_secs=5,
+                   recovery_goal_secs=5)
   out = capsys.readouterr().out
   assert 'goal restored shard <= 10 s old: 2 of 3 kills: not resolved' in out
   assert 'goal untouched shard kept: 3 of 3 kills: met' in out
@@ -79,8 +81,7 @@ def test_a_goal_is_met_only_when_every_kill_meets_it(capsys):
 
 
 def test_a_phase_without_kills_resolves_nothing(capsys):
-  ps_failover.FLAGS(['ps_failover'])
-  ps_failover.summarize({'snapshots': []})
+  report.summarize({'snapshots': []}, snapshot_secs=5, recovery_goal_secs=5)
   assert 'every goal not resolved' in capsys.readouterr().out
 
 
