@@ -168,6 +168,23 @@ class Job(object):
                                       'added')
     return self.workers[index]
 
+  def restart_ps(self, index, workers):
+    """SIGKILLs the running ps `index` and starts it again on its address at once.
+
+    Args:
+      index: the ps task.
+      workers: the worker count of the TF_CONFIG it restarts with.
+
+    Returns:
+      (the time of the kill, the restarted Task).
+    """
+    current = [task for task in self.tasks.values()
+               if task.name.split('_')[0] == 'ps%d' % index and task.poll() is None][-1]
+    killed = time.time()
+    os.killpg(current.process.pid, signal.SIGKILL)
+    current.process.popen.wait(timeout=30)
+    return killed, self._start('ps', index, self._cluster(workers), 'restarted')
+
   def remove(self, index):
     """Sends SIGTERM to worker `index` alone (a scale-down); returns its Task."""
     task = self.workers.pop(index)

@@ -40,8 +40,6 @@ baselines); say so in RESULTS.md when other values are used.
 
 import collections
 import os
-import re
-import signal
 import tempfile
 import time
 
@@ -74,33 +72,13 @@ PHASES = collections.OrderedDict([
 def _config(log_dir, data, name, snapshot, save_secs):
   """The phase's pipeline config: the cluster tests' one with a bigger net."""
   from tests.trainer import cluster_testlib  # noqa: PLC0415  (imports TensorFlow)
-  path = cluster_testlib.write_pipeline_config(
+  return cluster_testlib.write_pipeline_config(
       log_dir, data, num_steps=10 ** 9, batch_size=FLAGS.batch_size,
       learning_rate=FLAGS.learning_rate,
       log_every_n_steps=1, save_interval_secs=save_secs, startup_timeout_secs=240,
       chief_timeout_secs=120, recovery_timeout_secs=300, termination_grace_secs=15,
       snapshot_interval_secs=FLAGS.snapshot_secs if snapshot else 0,
-      name='%s.config' % name)
-  with open(path) as config:
-    text = config.read()
-  text = re.sub(r'net: "small_cnn" image_height: \d+ image_width: \d+',
-                'net: "%s" image_height: %d image_width: %d' % (
-                    FLAGS.net, FLAGS.image_size, FLAGS.image_size), text)
-  with open(path, 'w') as config:
-    config.write(text)
-  return path
-
-
-def kill_and_restart(job, index):
-  """SIGKILLs the running ps `index`, starts it again at once; returns (kill time, task)."""
-  current = [t for t in job.tasks.values()
-             if t.name.split('_')[0] == 'ps%d' % index and t.poll() is None][-1]
-  killed = time.time()
-  os.killpg(current.process.pid, signal.SIGKILL)
-  current.process.popen.wait(timeout=30)
-  cluster = dict(chief=job._addresses['chief'], ps=job._addresses['ps'],  # noqa: SLF001
-                 worker=job._addresses['worker'][:NUM_WORKERS])  # noqa: SLF001
-  return killed, job._start('ps', index, cluster, 'restarted')  # noqa: SLF001
+      name='%s.config' % name, net=FLAGS.net, image_size=FLAGS.image_size)
 
 
 def measure_kill(job, index, killed, restarted, deadline):
@@ -125,12 +103,13 @@ def measure_kill(job, index, killed, restarted, deadline):
   job.update()
   row = dict(ps=index, killed=killed, back_secs=back - killed,
              kill_to_step=next_step[0] - killed, back_to_step=next_step[0] - back)
-  log = chief.process.log_path
-  restored = report.stamped_lines(log, report.RESTORED, killed)
+  # The chief's lines since the kill, read once for every pattern below.
+  log = report.stamped_messages(chief.process.log_path, killed)
+  restored = report.matching(log, report.RESTORED)
   row['rollback'] = int(restored[0][1].group(2)) if restored else None
-  snap = [(t, m) for t, m in report.stamped_lines(log, report.FROM_SNAPSHOT, killed)
+  snap = [(t, m) for t, m in report.matching(log, report.FROM_SNAPSHOT)
           if int(m.group(1)) == index]
-  ckpt = [m for _, m in report.stamped_lines(log, report.FROM_CHECKPOINT, killed)
+  ckpt = [m for _, m in report.matching(log, report.FROM_CHECKPOINT)
           if int(m.group(1)) == index]
   lines = sorted(line for progress in job.progress() for line in progress)
   step_at_kill = max([s for t, s, _ in lines if t < killed], default=0)
@@ -146,7 +125,7 @@ def measure_kill(job, index, killed, restarted, deadline):
                age_steps=step_at_kill - int(ckpt[0].group(2)))
   else:
     row.update(source='?', age_secs=None, age_steps=None)
-  kept = [int(m.group(1)) for _, m in report.stamped_lines(log, report.KEPT, killed)]
+  kept = [int(m.group(1)) for _, m in report.matching(log, report.KEPT)]
   row['other_kept'] = (1 - index) in kept
   before = [loss for t, _, loss in lines if t < killed][-_LOSS_LINES:]
   after = [loss for t, _, loss in lines if t >= next_step[0]][:_LOSS_LINES]
@@ -165,7 +144,7 @@ def run_phase(name, kills, config, log_dir):
     for number in range(kills):
       job.sleep_until(next_kill)
       index = 1 - number % 2
-      killed, restarted = kill_and_restart(job, index)
+      killed, restarted = job.restart_ps(index, NUM_WORKERS)
       row = measure_kill(job, index, killed, restarted, killed + FLAGS.start_secs)
       if row is None:
         print('%s kill %d (ps %d): no step within %.0f s; phase stopped' % (

@@ -26,18 +26,23 @@ KEPT = re.compile(r'kept the current values of /job:ps/task:(\d+)')
 PS_BACK = re.compile(r"cluster of task ps:(\d+) matches the chief's")
 
 
+def stamped_messages(path, since):
+  """[(time, message)] of the absl lines of `path` stamped at or after `since`."""
+  year = time.localtime().tm_year
+  with open(path, errors='replace') as log:
+    stamped = (timeline.absl_time(line, year) for line in log)
+    return [line for line in stamped if line and line[0] >= since]
+
+
+def matching(messages, pattern):
+  """[(time, match)] of the `stamped_messages` that `pattern` finds something in."""
+  found = ((stamp, pattern.search(message)) for stamp, message in messages)
+  return [(stamp, match) for stamp, match in found if match]
+
+
 def stamped_lines(path, pattern, since):
   """[(time, match)] of the absl lines of `path` after `since` matching `pattern`."""
-  year = time.localtime().tm_year
-  found = []
-  with open(path, errors='replace') as log:
-    for line in log:
-      stamped = timeline.absl_time(line, year)
-      if stamped and stamped[0] >= since:
-        match = pattern.search(stamped[1])
-        if match:
-          found.append((stamped[0], match))
-  return found
+  return matching(stamped_messages(path, since), pattern)
 
 
 def print_row(name, number, row):

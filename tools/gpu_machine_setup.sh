@@ -96,7 +96,10 @@ tarfile.open(fileobj=lzma.LZMAFile(sys.stdin.buffer), mode='r|').extractall('$SI
   # RUNPATH does not list nvidia/cusolver/lib (libtensorflow_cc's does).
   local linkdirs
   linkdirs=$(ls -d "$SITE"/nvidia/*/lib | tr '\n' ':')
-  echo "export LD_LIBRARY_PATH=${linkdirs%:}${libdirs}\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+  # Each folder once (several CUDA 13 libraries live in one).
+  local path
+  path=$(echo "${linkdirs%:}${libdirs}" | tr ':' '\n' | awk 'NF && !seen[$0]++' | paste -sd:)
+  echo "export LD_LIBRARY_PATH=${path}\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
   # XLA compiles its own PTX with ptxas and links libdevice: CUDA 13's, where it is.
   local nvcc
   nvcc=$(command -v nvcc || find_library nvcc)

@@ -77,14 +77,15 @@ def write_pipeline_config(directory, data, num_steps=20, batch_size=4, learning_
                           startup_timeout_secs=60, chief_timeout_secs=60, name='pipeline.config',
                           debug_nan_loss_at_step=0, termination_grace_secs=25,
                           replica_timeout_secs=300, recovery_timeout_secs=300,
-                          snapshot_interval_secs=None):
+                          snapshot_interval_secs=None, net='small_cnn', image_size=IMAGE_SIZE):
   """Writes a pipeline config for the tiny classifier; returns its path.
 
-  `snapshot_interval_secs` None leaves the field out (its default applies).
+  `snapshot_interval_secs` None leaves the field out (its default applies). `net`
+  and `image_size` choose another slim classifier (benchmarks use bigger ones).
   """
   text = """
 model { slim_classifier {
-  num_classes: %(num_classes)d net: "small_cnn" image_height: %(size)d image_width: %(size)d
+  num_classes: %(num_classes)d net: "%(net)s" image_height: %(size)d image_width: %(size)d
   dropout_keep_prob: 1.0 weight_decay: 0.0 } }
 train_config {
   batch_size: %(batch_size)d
@@ -118,7 +119,7 @@ deploy_config {
   recovery_timeout_secs: %(recovery)d
   %(snapshot)s
 }
-""" % dict(num_classes=NUM_CLASSES, size=IMAGE_SIZE, batch_size=batch_size,
+""" % dict(num_classes=NUM_CLASSES, net=net, size=image_size, batch_size=batch_size,
            num_steps=num_steps, sync='true' if sync_replicas else 'false',
            replicas=replicas_to_aggregate, lr=learning_rate, log_every=log_every_n_steps,
            save_secs=save_interval_secs, label_map=data['label_map_path'],
