@@ -30,7 +30,7 @@ _MEMBERSHIP = re.compile(r'worker:(\d+) (joined|left) \((\d+) workers\)')
 # A task that was neither added nor removed must show none of these ('Retrying training!':
 # tf-slim's Supervisor after an error ended its session, before it starts another).
 RESTART_MARKS = re.compile(
-    r'rebuilding the training graph|rebuilding the session|creating a new session|'
+    r'starting a new session on the training graph|rebuilding the session|creating a new session|'
     r'recovered from a lost peer|Retrying training!|Traceback \(most recent call last\)')
 
 

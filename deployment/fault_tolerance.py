@@ -30,7 +30,7 @@ Usage (trainer/train.py does this):
     faults = fault_runtime.TaskFaults(settings, cluster, master, is_chief)
     while True:
       try:
-        return trainer.train(..., faults=faults)  # a new graph and session
+        return trainer.run_training(graph, ..., faults=faults)  # a new session
       except fault_tolerance.PEER_ERRORS:
         # The failing step called faults.recovery.lost(error, last_step),
         # which armed the deadline (past it: exit 129).
@@ -39,9 +39,10 @@ Usage (trainer/train.py does this):
     # which logs the restored step and the steps lost.
 
 Differs on purpose from `MonitoredTrainingSession` (what tf.estimator users
-had): the whole graph and session are rebuilt after a lost peer, not only the
-session, so queues and readers start clean; and every recovery has a deadline
-after which the task exits retryable instead of retrying forever.
+had): every recovery has a deadline after which the task exits retryable
+instead of retrying forever. Like it, a recovery keeps the graph and makes a
+new session: queues and readers are private to a session's kernels, so they
+start clean, while variables live on the ps tasks.
 """
 
 import contextlib

@@ -177,13 +177,19 @@ def run(argv=None):
   faults = fault_runtime.TaskFaults(timeouts, cluster, master, is_chief,
                                     sync_replicas=train_config.sync_replicas)
 
+  training_graph = []  # Built once: a session rebuilt after a lost peer runs it again.
+
   def train_once():
-    trainer.train(create_tensor_dict_fn, create_model_fn, train_config,
-                  master, task, deploy.num_clones, worker_replicas, deploy.clone_on_cpu,
-                  ps_tasks, worker_job_name, is_chief, FLAGS.train_dir,
-                  session_config_override=session_config,
-                  deployment_options=deploy.deployment_options,
-                  startup_timeout_secs=deploy_config.startup_timeout_secs, faults=faults)
+    if not training_graph:
+      logging.info('building the training graph')
+      training_graph.append(trainer.build_training_graph(
+          create_tensor_dict_fn, create_model_fn, train_config, task, deploy.num_clones,
+          worker_replicas, deploy.clone_on_cpu, ps_tasks, worker_job_name,
+          deployment_options=deploy.deployment_options, faults=faults))
+    trainer.run_training(training_graph[0], train_config, FLAGS.train_dir, master=master,
+                         is_chief=is_chief, session_config_override=session_config,
+                         startup_timeout_secs=deploy_config.startup_timeout_secs,
+                         faults=faults)
 
   # Without the chief nobody saves a worker's work: a worker exits retryable then.
   stop_watching_chief = faults.watch_chief()
@@ -284,8 +290,8 @@ def _already_finished(num_steps):
 def _train_until_done(train_once, cluster, faults, num_steps):
   """Runs `train_once()`; after a lost peer, waits for the ps tasks and runs it again.
 
-  Each run builds a new graph and session: the chief restores the latest
-  checkpoint, the workers wait for it. `faults.recovery` bounds the whole
+  Each run after the first makes a new session on the same graph: the chief
+  restores what the lost ps held, the workers wait for it. `faults.recovery` bounds the whole
   recovery (deploy_config.recovery_timeout_secs; past it, exit retryable).
   A lost ps with `num_steps` reached in train_dir is the end of the job.
 
@@ -305,7 +311,7 @@ def _train_until_done(train_once, cluster, faults, num_steps):
       if not faults.recovery.recovering:
         faults.recovery.lost(e, None)
       faults.recovery.wait_for_peers()
-      logging.info('rebuilding the training graph and session')
+      logging.info('starting a new session on the training graph')
 
 
 def main(argv):

@@ -465,7 +465,9 @@ def run_training(training_graph, train_config, train_dir, master='', is_chief=Tr
     trainer.training_loop.NanLossError: when the loss became inf or NaN.
     TimeoutError: a non-chief task whose chief did not initialise the model.
     tf.errors.UnavailableError, tf.errors.AbortedError: a peer was lost (the
-      recovery deadline of `faults.recovery` is running).
+      recovery deadline of `faults.recovery` is running); calling
+      `run_training` again with the same `training_graph` starts a new
+      session on it.
   """
   faults = faults or fault_runtime.TaskFaults()
   sync_optimizer = training_graph.sync_optimizer
@@ -492,6 +494,7 @@ def run_training(training_graph, train_config, train_dir, master='', is_chief=Tr
               saver=training_graph.saver if is_chief else None,
               checkpoint_path=paths.join(train_dir, 'model.ckpt'))))
   config = session_config(train_config, base=session_config_override)
+  _reopen_for_a_new_session(training_graph.graph)
   with training_graph.graph.as_default():
     # From here to the first step, a hung ps would block without an error.
     runner.watch_session_start(startup_timeout_secs)
@@ -513,6 +516,19 @@ def run_training(training_graph, train_config, train_dir, master='', is_chief=Tr
       runner.stop_watching()  # A rebuilt session arms it again.
   runner.raise_if_preempted()
   return runner.last_loss
+
+
+def _reopen_for_a_new_session(graph):
+  """Lets `slim.learning.train` run a graph that an earlier session ran.
+
+  Its Supervisor finalizes the graph, and each call first adds its own
+  initializer and ready ops. After a lost ps the task runs the same graph
+  in a new session instead of building it again: rebuilding a ResNet-50
+  graph took 50 s of a 75 s recovery (benchmarks/RESULTS.md, ps failover).
+  The few ops each call adds are small beside the model.
+  """
+  if graph.finalized:
+    graph._unsafe_unfinalize()  # noqa: SLF001  (TF has no public way back)
 
 
 def train(create_tensor_dict_fn, create_model_fn, train_config, master=None, task=None,

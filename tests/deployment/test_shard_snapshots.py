@@ -105,7 +105,7 @@ def test_a_lost_shard_comes_from_its_snapshot_not_the_checkpoint(checkpoint, cap
 
 
 def test_a_new_graph_after_the_loss_finds_the_snapshot_taken_by_the_old_one(checkpoint):
-  # The legacy trainer builds a new graph and session after a lost ps.
+  # A new graph finds the copies an earlier graph took (same variable names).
   with tf.Graph().as_default():
     target, spec = _cluster(2)
     _, saver = _graph(spec, interval=3600.0)

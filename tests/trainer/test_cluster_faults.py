@@ -292,6 +292,10 @@ def test_ps_killed_and_restarted_only_its_shard_is_restored_and_training_reaches
     # step as None; the chief's next step fails as well, first in every run seen.)
     assert match, group.logs()
     restored, steps_lost, lost_at = (int(g) for g in match.groups())
+    for task in (chief, tasks['worker0']):
+      # The recovery ran the graph built at the start in a new session.
+      assert task.output().count('building the training graph') == 1, group.logs()
+      assert 'starting a new session on the training graph' in task.output(), group.logs()
     # The first loss line may name ps0 beside ps1 (the error named both).
     before_loss = chief.output().split('; rebuilding the session')[0]
     logged = [int(s) for s, _ in re.findall(lib.PROGRESS_RE, before_loss)]

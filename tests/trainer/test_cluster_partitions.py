@@ -72,7 +72,7 @@ def test_ps_partition_healed_within_the_recovery_timeout_training_goes_on(
   assert stalled_at == settled_at, (settled_at, stalled_at)
   for name in ('chief0', 'worker0'):
     output = tasks[name].output()
-    assert 'rebuilding the training graph' not in output, group.logs()
+    assert 'starting a new session on the training graph' not in output, group.logs()
     assert 'no training step finished' not in output, group.logs()
   assert num_steps <= lib.latest_checkpoint_step(train_dir) <= num_steps + 1
 
