@@ -17,9 +17,10 @@ from benchmarks import elastic_timeline as timeline
 
 RESTORED = re.compile(
     r'recovered from a lost peer: restored global step (\d+), (\d+) step\(s\) lost')
+# The steps are left out when the global step's own ps was lost (no step to count from).
 FROM_SNAPSHOT = re.compile(
     r'restored the \d+ variables of /job:ps/task:(\d+) from its snapshot on \S+ '
-    r'\(global step (\d+): ([0-9.]+) s, (\d+) steps old\)')
+    r'\(global step (\d+): ([0-9.]+) s(?:, (\d+) steps)? old\)')
 FROM_CHECKPOINT = re.compile(
     r'restored the \d+ variables of /job:ps/task:(\d+) from \S*model\.ckpt-(\d+)')
 KEPT = re.compile(r'kept the current values of /job:ps/task:(\d+)')

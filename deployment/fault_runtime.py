@@ -267,10 +267,12 @@ class TaskFaults(object):
 
     Args:
       error: the `UnavailableError`/`AbortedError`.
-      last_step: the last global step the task reached, for the log line.
+      last_step: the last global step the task reached, for the log line;
+        None: the last one `step_done` heard of (a loss seen outside a step,
+        by a Supervisor thread or between two sessions).
     """
     if self.recovery is not None and not self.recovery.recovering:
-      self.recovery.lost(error, last_step)
+      self.recovery.lost(error, self.last_step if last_step is None else last_step)
 
   def noting_lost_peers(self, last_step_fn):
     """A context: a lost peer that escapes it starts the recovery deadline.

@@ -453,8 +453,8 @@ class Recovery(object):
       last_step: the last global step this task reached (None if none).
     """
     self._lost = lost_tasks(error.message)
-    if last_step is not None:
-      self._lost_at_step = last_step
+    if last_step is not None or not self.recovering:
+      self._lost_at_step = last_step  # Never the step of an earlier recovery.
     logging.warning('lost %s at global step %s (%s: %s); rebuilding the session, '
                     '%s=%d', self._lost, last_step, type(error).__name__,
                     error_summary(error.message), self._setting, self._timeout_secs)

@@ -308,8 +308,7 @@ def _train_until_done(train_once, cluster, faults, num_steps):
         raise
       if _already_finished(num_steps):  # The ps exited at the end of the job.
         return False
-      if not faults.recovery.recovering:
-        faults.recovery.lost(e, None)
+      faults.note_lost_peer(e, None)
       faults.recovery.wait_for_peers()
       logging.info('starting a new session on the training graph')
 

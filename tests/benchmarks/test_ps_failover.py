@@ -23,6 +23,9 @@ from its snapshot on /job:ps/task:0 (global step 792: 18.6 s, 169 steps old); ke
 current values of /job:ps/task:0 (5 variables)
 W1127 03:58:47.500000 1 shard_restore.py:183] restored the 5 variables of /job:ps/task:0 \
 from /tmp/x/train/model.ckpt-700; kept the current values of /job:ps/task:1 (4 variables)
+W1127 03:58:50.000000 1 shard_restore.py:183] restored the 135 variables of /job:ps/task:0 \
+from its snapshot on /job:ps/task:1 (global step 110: 22.6 s old); kept the current values \
+of /job:ps/task:1 (133 variables)
 W1127 03:58:54.141170 1 fault_tolerance.py:512] recovered from a lost peer: restored \
 global step 961, 0 step(s) lost (/job:ps/task:1 was lost at global step 958)
 """
@@ -44,11 +47,13 @@ def _since(log_path, pattern):
 def test_every_pattern_finds_its_line(log_path):
   (_, back), = _since(log_path, report.PS_BACK)
   assert back.group(1) == '1'
-  (_, snap), = _since(log_path, report.FROM_SNAPSHOT)
+  (_, snap), (_, global_step_shard) = _since(log_path, report.FROM_SNAPSHOT)
   assert snap.groups() == ('1', '792', '18.6', '169')
+  # ps 0 held the global step: no steps old to count from.
+  assert global_step_shard.groups() == ('0', '110', '22.6', None)
   (_, ckpt), = _since(log_path, report.FROM_CHECKPOINT)
   assert ckpt.groups() == ('0', '700')
-  assert [m.group(1) for _, m in _since(log_path, report.KEPT)] == ['0', '1']
+  assert [m.group(1) for _, m in _since(log_path, report.KEPT)] == ['0', '1', '1']
   (_, restored), = _since(log_path, report.RESTORED)
   assert restored.groups() == ('961', '0')
 
@@ -57,7 +62,8 @@ def test_lines_before_since_are_left_out(log_path):
   stamps = [t for t, _ in _since(log_path, report.KEPT)]
   assert stamps[1] - stamps[0] == pytest.approx(0.045048, abs=1e-6)
   later = report.stamped_lines(log_path, report.KEPT, stamps[1])
-  assert [(t, m.group(1)) for t, m in later] == [(stamps[1], '1')]
+  assert [(t, m.group(1)) for t, m in later] == [(stamps[1], '1'), (stamps[2], '1')]
+  assert stamps[2] - stamps[1] == pytest.approx(2.5, abs=1e-6)
 
 
 def _row(ps, age_secs, back_to_step, kept=True, rollback=0):

@@ -131,6 +131,19 @@ def test_a_lost_peer_starts_one_recovery_that_the_next_session_ends():
   assert faults.close_timeout_secs() == 25
 
 
+def test_a_loss_seen_outside_a_step_names_the_last_step_the_task_reached(caplog):
+  faults = fault_runtime.TaskFaults(
+      deploy_config_builder.cluster_timeouts(pipeline_pb2.DeployConfig(
+          recovery_timeout_secs=3600)), _ps_cluster(), is_chief=True)
+  faults.step_done(141)
+  with caplog.at_level('WARNING'):
+    # E.g. the Supervisor's checkpoint thread met the lost ps first.
+    faults.note_lost_peer(tf.errors.UnavailableError(
+        None, None, 'From /job:ps/replica:0/task:0: gone'), None)
+  assert 'lost /job:ps/task:0 at global step 141 (' in caplog.text
+  faults.recovery.resumed(141)
+
+
 def test_bounded_session_runs_saves_and_closes_a_real_session(tmp_path):
   faults = fault_runtime.TaskFaults(
       deploy_config_builder.cluster_timeouts(pipeline_pb2.DeployConfig()), _ps_cluster(),

@@ -383,6 +383,24 @@ def test_recovery_logs_restored_step_and_lost_steps(caplog):
   assert caplog.text.count('recovered from a lost peer') == 1
 
 
+def test_a_second_recovery_never_reports_the_step_of_the_first(caplog):
+  # A loss seen outside a step (a Supervisor thread) has no step of its own; the
+  # recovered line used to name the step of the recovery before it.
+  with socket.socket() as listener:
+    listener.bind(('127.0.0.1', 0))
+    listener.listen(1)
+    recovery = fault_tolerance.Recovery(
+        timeout_secs=60, peers=[('/job:ps/task:1', '127.0.0.1:%d' % listener.getsockname()[1])])
+    error = tf.errors.UnavailableError(None, None, 'Socket closed from /job:ps/replica:0/task:1')
+    recovery.lost(error, last_step=109)
+    recovery.resumed(112)
+    recovery.lost(error, last_step=None)
+    with caplog.at_level('WARNING'):
+      recovery.resumed(141)
+  assert ('recovered from a lost peer: restored global step 141, 0 step(s) lost '
+          '(/job:ps/task:1 was lost at global step None)') in caplog.text
+
+
 def _replica_graph():
   graph = tf.Graph()
   with graph.as_default():
