@@ -242,11 +242,20 @@ class ShardSnapshots:
     Ends as well when the session is closed under it (a lost peer broke it).
     """
     failing = set()
+    first = True
     while not stop.is_set():
+      started = time.time()
       try:
         outcome = self.copy(sess)
       except RuntimeError:  # The session was closed under the thread: its end.
         return
+      if first and not stop.is_set():
+        # The first round of a session tells how long a shard stays without a copy.
+        logging.info('snapshots: first round on this session took %.1f s (%s)',
+                     time.time() - started, ', '.join(
+                         '%s %s' % (task, 'copied' if error is None else 'skipped')
+                         for task, error in sorted(outcome.items())))
+        first = False
       for task, error in outcome.items():
         if stop.is_set():
           return
