@@ -22,7 +22,8 @@ TF_CONFIG is present it wins over --master/--task/--worker_replicas/--ps_tasks
 `train_dir/pipeline.config`. After SIGTERM the chief writes a checkpoint and
 every task (ps included) exits 143 within `deploy_config.termination_grace_secs`;
 a NaN loss exits 1 naming the step. A lost ps makes the training tasks
-rebuild their session from the latest checkpoint (129 after
+start a new session on the graph they built, and the chief restores what
+that ps held from its snapshot or the latest checkpoint (129 after
 `deploy_config.recovery_timeout_secs`); a sync replica missing for
 `deploy_config.replica_timeout_secs` makes every task exit 129. See
 docs/fault_tolerance.md.
