@@ -9,7 +9,8 @@ Two figures decide that interval:
   10 s;
 * how much the copies slow the training steps that run beside them: steps/sec
   with the copy thread running at the interval (`on`) over steps/sec without
-  it (`off`), the two alternating in each repeat (goal >= 0.95).
+  it (`off`), the two alternating in each repeat (goal >= 0.98: issue 28 allows
+  the copies 2 % of steps/sec).
 
 One process holds a worker and two ps servers (loopback gRPC). A model of
 `--size_mb` float32 values is spread over four variables on the two ps; one
@@ -40,7 +41,7 @@ flags.DEFINE_float('window', 2.0, 'Each run lasts this many intervals.')
 flags.DEFINE_integer('repeats', 5, 'Repeats per variant (--quick runs 2).')
 FLAGS = flags.FLAGS
 
-GOAL = 0.95  # on >= 0.95 x off steps/sec
+GOAL = 0.98  # on >= 0.98 x off steps/sec (at most 2 % slower)
 AGE_GOAL_SECS = 10.0
 
 
