@@ -152,7 +152,8 @@ def test_a_worker_leaves_by_sigterm_another_by_kill_and_the_job_trains_on(tmp_pa
     assert 'worker:0 left' not in tasks['chief0'].output()
     for name in ('chief0', 'ps0'):
       output = tasks[name].output()
-      assert not re.search(r'Traceback|starting a new session on the training graph', output), output[-3000:]
+      assert not re.search(r'Traceback|starting a new session on the training graph',
+                           output), output[-3000:]
     del tasks['worker0']
     _sigterm_job(group, tasks)
 
