@@ -196,7 +196,8 @@ def run(argv=None):
   stop_watching_chief = faults.watch_chief()
   members = None
   try:
-    with _leave_on_sigterm(elastic_worker and not is_chief):
+    with _leave_on_sigterm(elastic_worker and not is_chief), (
+        trainer.mixed_precision_ends_with(train_config)):
       members = _join(cluster, master, is_chief) if elastic_worker else None
       trained = _train_until_done(train_once, cluster, faults, train_config.num_steps)
     if not trained:

@@ -48,6 +48,7 @@ model takes from the model itself.
 """
 
 import collections
+import contextlib
 import functools
 
 from absl import logging
@@ -570,7 +571,7 @@ def train(create_tensor_dict_fn, create_model_fn, train_config, master=None, tas
       settings, more_settings, master=master, task=task, num_clones=num_clones,
       worker_replicas=worker_replicas, clone_on_cpu=clone_on_cpu, ps_tasks=ps_tasks,
       worker_job_name=worker_job_name, is_chief=is_chief, train_dir=train_dir)
-  try:
+  with mixed_precision_ends_with(train_config):
     training_graph = build_training_graph(
         create_tensor_dict_fn, create_model_fn, train_config, run.task, run.num_clones,
         run.worker_replicas, run.clone_on_cpu, run.ps_tasks, run.worker_job_name,
@@ -581,7 +582,18 @@ def train(create_tensor_dict_fn, create_model_fn, train_config, master=None, tas
                         session_config_override=run.session_config_override,
                         on_finish=run.on_finish, startup_timeout_secs=run.startup_timeout_secs,
                         faults=run.faults)
+
+
+@contextlib.contextmanager
+def mixed_precision_ends_with(train_config):
+  """A block after which TF's mixed precision rewrite is off again.
+
+  `build_training_graph` turns the rewrite on for `train_config.use_mixed_precision`,
+  and the switch is process-global: graphs built after training must not
+  inherit it. Wrap the building and every run of the graph in this block.
+  """
+  try:
+    yield
   finally:
     if train_config.use_mixed_precision:
-      # The rewrite is process-global; later graphs must not inherit it.
       tf.compat.v1.mixed_precision.disable_mixed_precision_graph_rewrite()

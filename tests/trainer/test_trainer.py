@@ -346,6 +346,19 @@ def test_speed_options_train_correctly_on_cpu(tmp_path, option):
     assert not mixed_precision_global_state.is_mixed_precision_graph_rewrite_enabled()
 
 
+def test_the_mixed_precision_rewrite_ends_with_the_block_even_after_an_error():
+  # trainer.train and the CLI's build-once, run-per-session loop both use it.
+  from tensorflow.python.training.experimental import mixed_precision_global_state
+  with pytest.raises(tf.errors.UnavailableError):
+    with trainer.mixed_precision_ends_with(_train_config(use_mixed_precision=True)):
+      with tf.Graph().as_default():
+        tf.compat.v1.mixed_precision.enable_mixed_precision_graph_rewrite(
+            tf.compat.v1.train.GradientDescentOptimizer(0.1))
+      assert mixed_precision_global_state.is_mixed_precision_graph_rewrite_enabled()
+      raise tf.errors.UnavailableError(None, None, 'a lost ps')
+  assert not mixed_precision_global_state.is_mixed_precision_graph_rewrite_enabled()
+
+
 def test_use_xla_turns_on_the_global_jit_level():
   jit_level = lambda config: config.graph_options.optimizer_options.global_jit_level  # noqa: E731
   on = tf.compat.v1.OptimizerOptions.ON_1
