@@ -141,8 +141,10 @@ def test_ps_partitioned_past_the_recovery_timeout_tasks_exit_retryable_and_resta
                                          extra=['--num_train_steps=%d' % target], name=name)
     codes = lib.wait_all(group, restarted, timeout=_START_SECS + _EXIT_SECS)
     assert set(codes.values()) == {0}, (codes, group.logs())
-  assert _restored_step(restarted['chief0_restarted']) == latest
-  assert target <= lib.latest_checkpoint_step(train_dir) <= target + 1
+  # The chief's whole log: one CI run found no restore line in it (not reproduced since).
+  assert _restored_step(restarted['chief0_restarted']) == latest, (
+      latest, restarted['chief0_restarted'].output())
+  assert target <= lib.latest_checkpoint_step(train_dir) <= target + 1, group.logs()
 
 
 if __name__ == '__main__':
