@@ -46,6 +46,7 @@ start clean, while variables live on the ps tasks.
 """
 
 import contextlib
+import faulthandler
 import os
 import re
 import signal
@@ -307,6 +308,20 @@ def add_sigterm_listener(callback):
   return remove
 
 
+def _log_thread_stacks(unused_message):
+  """Writes every thread's Python stack to stderr: where a task past its grace was stuck.
+
+  A task still running when its termination grace ends was blocked somewhere
+  (a `Session.run` on a lost peer, a close, a lock); the stacks name the call,
+  which the exit line alone cannot. `faulthandler` writes to the file
+  descriptor itself, so a stuck thread holding a logging or stream lock
+  cannot hold this up.
+  """
+  stderr = sys.__stderr__
+  os.write(stderr.fileno(), b'stacks of the threads still running:\n')
+  faulthandler.dump_traceback(file=stderr, all_threads=True)
+
+
 class SigtermGrace(object):
   """SIGTERM as a request to checkpoint and stop, with a deadline to exit.
 
@@ -368,7 +383,7 @@ class SigtermGrace(object):
       self._watchdog = Watchdog(
           self._grace_secs, self._exit_code,
           'SIGTERM: still running after %s=%d (blocked on a peer?); exiting'
-          % (self._setting, self._grace_secs)).start()
+          % (self._setting, self._grace_secs), last_words=_log_thread_stacks).start()
 
   def _exit_code(self):
     if self.checkpoint_written or not self._is_chief:

@@ -152,6 +152,11 @@ def test_sigterm_grace_asks_for_the_stop_then_exits_after_the_grace(
           '(blocked on a peer?); exiting') in output
   assert 'UNBLOCKED' not in output
   assert blocked_secs < 2 + 15, output  # SIGTERM 0.5 s in, the 2 s grace, a loaded machine
+  # Where it was stuck: a thread's stack ends in the program's own blocking sess.run line.
+  script_lines = (tmp_path / 'blocked.py').read_text().splitlines()
+  run_line = script_lines.index('  sess.run(dequeue)') + 1
+  stacks = output.split('stacks of the threads still running:', 1)[1]
+  assert 'File "%s", line %d in <module>' % (tmp_path / 'blocked.py', run_line) in stacks, output
 
 
 def test_sigterm_grace_outside_the_main_thread_changes_nothing():
