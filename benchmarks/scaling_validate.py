@@ -43,7 +43,7 @@ CALIBRATION_CLUSTER = (1, 1, False)   # workers, ps, sync: the per-step cost's c
 # 1 ps sync (R = 4 too). One worker is links-bound; the tc rows are all links-bound.
 # One worker with 2 ps is sync on the untimed links: async, the first calibration
 # (2026-11-27 10:34) predicted it within 0.4 % of the 1 worker + 1 ps calibration
-# cluster on both (a second ps costs 94-436 us of a 9-10 ms step), so it could not
+# cluster on both (a second ps costs 94-436 us of a ~20 ms step), so it could not
 # count; sync adds two round trips to each step (R = 6). Changed before any validation run.
 VALIDATION_SET = (
     Config(1, 2, True, 'loopback'),
