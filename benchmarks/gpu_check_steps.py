@@ -308,9 +308,10 @@ def _train_recording(configs, devices, session_config, dry_run, steps, mixed, in
   step skipped by the dynamic loss scale does, and records loss None.
   """
   tf = _tf()
+  from trainer import trainer  # noqa: PLC0415
   graph, train_config = build_graph(configs, devices, dry_run, mixed=mixed,
                                     inf_gradient_at=inf_at)
-  try:
+  with trainer.mixed_precision_ends_with(train_config):
     with graph.graph.as_default():
       scales = [v for v in tf.compat.v1.global_variables()
                 if v.op.name.endswith('current_loss_scale')]
@@ -339,9 +340,6 @@ def _train_recording(configs, devices, session_config, dry_run, steps, mixed, in
           record['global_steps'].append(int(global_step))
         read_state()
     return record
-  finally:
-    if mixed:
-      tf.compat.v1.mixed_precision.disable_mixed_precision_graph_rewrite()
 
 
 def run_mixed_precision(dry_run, work_dir):

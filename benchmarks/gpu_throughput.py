@@ -114,14 +114,17 @@ def _session_config(device, layout, variant, max_clones, gpu_memory_mb):
 def _built(device, batch_size, image_size, variant):
   """A fresh graph with the one-clone model_deploy train op: yields (graph, train_op).
 
-  The mixed variant's rewrite is process-global: it is turned off on exit,
-  so later graphs of this process run in fp32 again (as `trainer.train` does).
+  The mixed variant's rewrite is process-global: it is turned off on exit
+  (`trainer.mixed_precision_ends_with`, as in `trainer.train`), so later
+  graphs of this process run in fp32 again.
   """
+  from trainer import trainer  # noqa: PLC0415
+
   def loss_scaled(optimizer):
     return tf.compat.v1.mixed_precision.enable_mixed_precision_graph_rewrite(
         optimizer, loss_scale='dynamic')
   graph = tf.Graph()
-  try:
+  with trainer.mixed_precision_ends_with(_train_config(variant)):
     with graph.as_default():
       tf.compat.v1.set_random_seed(1)
 
@@ -132,9 +135,6 @@ def _built(device, batch_size, image_size, variant):
           'parameter_server', clone_scaling.clone_devices(device, 1), model_fn, batch_size,
           image_size, wrap_optimizer=loss_scaled if mixed else None)
     yield graph, train_op
-  finally:
-    if _train_config(variant).use_mixed_precision:
-      tf.compat.v1.mixed_precision.disable_mixed_precision_graph_rewrite()
 
 
 def raw_rate(device, layout, batch_size, image_size, warmup, steps, session_kwargs,
