@@ -49,17 +49,25 @@ TC_BURST = '64kb'
 TC_LATENCY = '50ms'
 
 
+# Rounds of the link probe before it gives up on figures no link can give.
+LINK_ATTEMPTS = 3
+# The order of one round of the link probe's fetches.
+_PROBE_ORDER = ('ping', 'ping_many', 'pull', 'push', 'one_task', 'two_tasks')
+
+
 def measure_link(megabytes=16, repeats=10, many=64, cluster=None):
   """Link figures of TF's gRPC runtime between a worker and two ps tasks.
 
   The worker's session pulls a `megabytes` variable from ps 0 and pushes a
   tensor of that size back (assign), reads one scalar, reads `many` scalars
   in one step, and reads two scalars of ps 0, then one of each ps, in one
-  step; `repeats` times each, medians. The per-tensor cost is the extra time
-  of the `many` reads over the one, divided by `many - 1`; the per-ps-task
-  cost is the extra time of the step that reaches both ps tasks over the one
-  that reaches ps 0 alone with as many tensors (one more graph partition and
-  its calls per step).
+  step. It runs them in `repeats` interleaved rounds (one of each per round)
+  and takes each one's median, so that a burst of load from other processes
+  lands on one round of all of them rather than on every timing of one. The
+  per-tensor cost is the extra time of the `many` reads over the one, divided
+  by `many - 1`; the per-ps-task cost is the extra time of the step that
+  reaches both ps tasks over the one that reaches ps 0 alone with as many
+  tensors (one more graph partition and its calls per step).
 
   Args:
     megabytes, repeats, many: the sizes above.
@@ -69,6 +77,10 @@ def measure_link(megabytes=16, repeats=10, many=64, cluster=None):
 
   Returns:
     (bytes/sec, round trip s, per tensor s, per extra ps task s).
+
+  Raises:
+    RuntimeError: `LINK_ATTEMPTS` probes in a row gave figures no link can
+      give (`implausible_link`), as when the machine is swamped.
   """
   config = bench_util.session_config(FLAGS.threads, FLAGS.threads)
   if cluster is None:
@@ -80,25 +92,63 @@ def measure_link(megabytes=16, repeats=10, many=64, cluster=None):
                            config=config)
   worker = tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name='worker',
                                 task_index=0, config=config)
-  elements = megabytes * 1024 * 1024 // 4
+  transfer_bytes = megabytes * 1024 * 1024
   with tf.Graph().as_default():
-    fetches = _probe_graph(elements, many)
+    fetches = _probe_graph(transfer_bytes // 4, many)
     init = tf.compat.v1.global_variables_initializer()
     with tf.compat.v1.Session(worker.target, config=config) as sess:
       sess.run(init)
+      problems = []
+      for _ in range(LINK_ATTEMPTS):
+        secs = _interleaved_median_secs(sess, fetches, repeats)
+        problem = implausible_link(secs, megabytes)
+        if problem is None:
+          return link_figures(secs, transfer_bytes, many)
+        problems.append(problem)
+  raise RuntimeError('the link probe gave impossible figures %d times in a row (is the '
+                     'machine swamped?): %s' % (LINK_ATTEMPTS, '; '.join(problems)))
 
-      def median_secs(fetch):
-        times = []
-        for _ in range(repeats + 1):
-          start = time.perf_counter()
-          sess.run(fetch)
-          times.append(time.perf_counter() - start)
-        return bench_util.median(times[1:])  # the first run sets up the call
-      latency = median_secs(fetches['ping'])
-      per_tensor = max(median_secs(fetches['ping_many']) - latency, 0.0) / (many - 1)
-      transfer = (median_secs(fetches['pull']) + median_secs(fetches['push'])) / 2.0 - latency
-      per_ps = max(median_secs(fetches['two_tasks']) - median_secs(fetches['one_task']), 0.0)
-  return elements * 4 / max(transfer, 1e-9), latency, per_tensor, per_ps
+
+def _interleaved_median_secs(sess, fetches, repeats):
+  """{name: median seconds of `sess.run(fetches[name])`} over `repeats` interleaved rounds."""
+  times = {name: [] for name in _PROBE_ORDER}
+  for round_index in range(repeats + 1):
+    for name in _PROBE_ORDER:
+      start = time.perf_counter()
+      sess.run(fetches[name])
+      if round_index:  # the first round sets up every call
+        times[name].append(time.perf_counter() - start)
+  return {name: bench_util.median(values) for name, values in times.items()}
+
+
+def implausible_link(secs, megabytes):
+  """Why the link probe's median times cannot be a link's, or None when they can.
+
+  Moving `megabytes` each way must take longer than reading one scalar over
+  the same link; when it does not, other processes' load distorted the
+  scalar reads and every figure of that probe is unusable.
+
+  Args:
+    secs: {'ping', 'pull', 'push', ...: median seconds}, as the probe times them.
+    megabytes: the size of the pull and the push.
+
+  Returns:
+    a sentence naming the times, or None.
+  """
+  for name in ('pull', 'push'):
+    if secs[name] <= secs['ping']:
+      return ('a %s of %d MB took %.2f ms, no longer than a scalar read (%.2f ms)'
+              % (name, megabytes, secs[name] * 1e3, secs['ping'] * 1e3))
+  return None
+
+
+def link_figures(secs, transfer_bytes, many):
+  """(bytes/sec, round trip s, per tensor s, per extra ps task s) from the probe's median times."""
+  latency = secs['ping']
+  per_tensor = max(secs['ping_many'] - latency, 0.0) / (many - 1)
+  transfer = (secs['pull'] + secs['push']) / 2.0 - latency
+  per_ps = max(secs['two_tasks'] - secs['one_task'], 0.0)
+  return transfer_bytes / transfer, latency, per_tensor, per_ps
 
 
 def _probe_graph(elements, many):

@@ -14,6 +14,7 @@ import sys
 import pytest
 import tensorflow as tf
 
+from benchmarks import scaling_check
 from benchmarks import scaling_equations
 from benchmarks import scaling_params
 from benchmarks import scaling_validate
@@ -192,6 +193,28 @@ def test_same_machine_step_adds_the_calibrated_costs_and_takes_the_larger_bound(
   step, limit = scaling_equations.same_machine_step(one, 1.0, 1.0, 1, link, 0.5, False, 2,
                                                     wire_bandwidth=4024.0)
   assert (step, limit) == (pytest.approx(3.5), 'links')
+
+
+def test_link_figures_from_the_probe_median_times():
+  secs = {'ping': 0.001, 'ping_many': 0.001 + 63 * 2e-5, 'pull': 0.011, 'push': 0.013,
+          'one_task': 0.002, 'two_tasks': 0.0025}
+  assert scaling_check.implausible_link(secs, 16) is None
+  bandwidth, latency, per_tensor, per_ps = scaling_check.link_figures(secs, 16 * 2**20, 64)
+  # 16 MiB each way in (11 + 13) / 2 ms less the 1 ms round trip.
+  assert bandwidth == pytest.approx(16 * 2**20 / 0.011)
+  assert (latency, per_tensor, per_ps) == pytest.approx((0.001, 2e-5, 0.0005))
+
+
+def test_a_transfer_no_slower_than_a_scalar_read_is_refused_by_name():
+  # The CI run of 2026-11-27: scalar reads distorted to 28 ms by other processes'
+  # load, while the 16 MB pull and push took less; the bandwidth came out infinite.
+  secs = {'ping': 0.028, 'ping_many': 0.03, 'pull': 0.020, 'push': 0.03,
+          'one_task': 0.03, 'two_tasks': 0.03}
+  assert scaling_check.implausible_link(secs, 16) == (
+      'a pull of 16 MB took 20.00 ms, no longer than a scalar read (28.00 ms)')
+  # Equal is refused too: the transfer time would be zero.
+  assert scaling_check.implausible_link(dict(secs, pull=0.04, push=0.028), 16) == (
+      'a push of 16 MB took 28.00 ms, no longer than a scalar read (28.00 ms)')
 
 
 def test_tc_bandwidth_is_the_payload_share_of_the_rate():
