@@ -32,18 +32,22 @@ import tensorflow as tf
 
 from benchmarks import bench_util
 from benchmarks import distributed  # its flags: role, cluster, task, sync, net, threads, ...
+from benchmarks import scaling_equations
 from deployment import ports as deployment_ports
 
 flags.DEFINE_bool('measure_link', False, 'Task process of a netns link probe: measure the link '
-                  'to the two ps tasks of --cluster, print LINK <bytes/s> <round trip s> '
-                  '<per tensor s> <per extra ps task s>.')
+                  'to the two ps tasks of --cluster, print LINK and the figures of '
+                  'scaling_equations.LinkFigures in order.')
+flags.DEFINE_list('cpu_pids', [], 'Task process of a netns link probe: the processes of '
+                  'the ps tasks it calls, whose CPU time counts with its own.')
 flags.DEFINE_bool('compute_only', False, 'Task process of a calibration: print the '
                   'single-process rate (RATE <examples/sec>) and exit.')
 FLAGS = flags.FLAGS
 # The line a task program prints once it has timed its steps.
 _RATE = re.compile(r'^RATE ([0-9.]+)$', re.M)
 # The line of the netns link probe.
-_LINK = re.compile(r'^LINK ([0-9.e+-]+) ([0-9.e+-]+) ([0-9.e+-]+) ([0-9.e+-]+)$', re.M)
+_LINK = re.compile(r'^LINK' + r' ([0-9.e+-]+)' * len(scaling_equations.LinkFigures._fields)
+                   + '$', re.M)
 # The token bucket of a `tc`-limited link: burst and queueing bound of every veth end.
 TC_BURST = '64kb'
 TC_LATENCY = '50ms'
@@ -53,9 +57,12 @@ TC_LATENCY = '50ms'
 LINK_ATTEMPTS = 3
 # The order of one round of the link probe's fetches.
 _PROBE_ORDER = ('ping', 'ping_many', 'pull', 'push', 'one_task', 'two_tasks')
+# Calls of each fetch in the probe's CPU series: enough that the CPU time of the ps
+# processes, read in clock ticks of 10 ms, is known to a few percent.
+_CPU_CALLS = (('ping', 400), ('ping_many', 100), ('pull', 16), ('push', 16))
 
 
-def measure_link(megabytes=16, repeats=10, many=64, cluster=None):
+def measure_link(megabytes=16, repeats=10, many=64, cluster=None, cpu_pids=()):
   """Link figures of TF's gRPC runtime between a worker and two ps tasks.
 
   The worker's session pulls a `megabytes` variable from ps 0 and pushes a
@@ -69,14 +76,22 @@ def measure_link(megabytes=16, repeats=10, many=64, cluster=None):
   reaches both ps tasks over the one that reaches ps 0 alone with as many
   tensors (one more graph partition and its calls per step).
 
+  Then it runs the scalar read, the `many` reads, the pull and the push
+  again in series (`_CPU_CALLS`) and takes the CPU seconds of this process
+  and of `cpu_pids` (both ends of every call) per call of each: CPU time is
+  what tasks sharing a machine's cores compete for, where a round trip's wall
+  time is mostly waiting.
+
   Args:
     megabytes, repeats, many: the sizes above.
     cluster: None: all three tasks are servers of this process on loopback.
       Else {'ps': [address, address], 'worker': [address]}: the ps tasks run
       elsewhere (other network namespaces) and this process is the worker.
+    cpu_pids: the process of ps 0 when it runs elsewhere (the CPU series
+      calls no other).
 
   Returns:
-    (bytes/sec, round trip s, per tensor s, per extra ps task s).
+    a scaling_equations.LinkFigures.
 
   Raises:
     RuntimeError: `LINK_ATTEMPTS` probes in a row gave figures no link can
@@ -103,7 +118,8 @@ def measure_link(megabytes=16, repeats=10, many=64, cluster=None):
         secs = _interleaved_median_secs(sess, fetches, repeats)
         problem = implausible_link(secs, megabytes)
         if problem is None:
-          return link_figures(secs, transfer_bytes, many)
+          return link_figures(secs, _cpu_secs_per_call(sess, fetches, cpu_pids),
+                              transfer_bytes, many)
         problems.append(problem)
   raise RuntimeError('the link probe gave impossible figures %d times in a row (is the '
                      'machine swamped?): %s' % (LINK_ATTEMPTS, '; '.join(problems)))
@@ -119,6 +135,29 @@ def _interleaved_median_secs(sess, fetches, repeats):
       if round_index:  # the first round sets up every call
         times[name].append(time.perf_counter() - start)
   return {name: bench_util.median(values) for name, values in times.items()}
+
+
+def _cpu_secs_per_call(sess, fetches, pids):
+  """{name: CPU seconds of this process and `pids` per `sess.run(fetches[name])`}."""
+  per_call = {}
+  for name, calls in _CPU_CALLS:
+    before = _cpu_secs(pids)
+    for _ in range(calls):
+      sess.run(fetches[name])
+    per_call[name] = (_cpu_secs(pids) - before) / calls
+  return per_call
+
+
+def _cpu_secs(pids):
+  """CPU seconds (user and system, every thread) of this process plus those of `pids`."""
+  total = time.process_time()
+  ticks_per_sec = os.sysconf('SC_CLK_TCK')
+  for pid in pids:
+    with open('/proc/%d/stat' % int(pid)) as stat:
+      # The fields after the command name in parentheses; utime and stime are 14 and 15.
+      fields = stat.read().rsplit(')', 1)[1].split()
+    total += (int(fields[11]) + int(fields[12])) / ticks_per_sec
+  return total
 
 
 def implausible_link(secs, megabytes):
@@ -142,13 +181,18 @@ def implausible_link(secs, megabytes):
   return None
 
 
-def link_figures(secs, transfer_bytes, many):
-  """(bytes/sec, round trip s, per tensor s, per extra ps task s) from the probe's median times."""
+def link_figures(secs, cpu_secs, transfer_bytes, many):
+  """The LinkFigures of the probe's median times `secs` and CPU seconds per call `cpu_secs`."""
   latency = secs['ping']
-  per_tensor = max(secs['ping_many'] - latency, 0.0) / (many - 1)
   transfer = (secs['pull'] + secs['push']) / 2.0 - latency
-  per_ps = max(secs['two_tasks'] - secs['one_task'], 0.0)
-  return transfer_bytes / transfer, latency, per_tensor, per_ps
+  transfer_cpu = (cpu_secs['pull'] + cpu_secs['push']) / 2.0 - cpu_secs['ping']
+  return scaling_equations.LinkFigures(
+      bandwidth_bytes_per_s=transfer_bytes / transfer, round_trip_s=latency,
+      per_tensor_s=max(secs['ping_many'] - latency, 0.0) / (many - 1),
+      per_extra_ps_s=max(secs['two_tasks'] - secs['one_task'], 0.0),
+      cpu_round_trip_s=cpu_secs['ping'],
+      cpu_per_tensor_s=max(cpu_secs['ping_many'] - cpu_secs['ping'], 0.0) / (many - 1),
+      cpu_per_byte_s=max(transfer_cpu, 0.0) / transfer_bytes)
 
 
 def _probe_graph(elements, many):
@@ -177,7 +221,7 @@ def measure_netns_link(timeout):
   """`measure_link` between network namespaces (two ps hosts and a worker host).
 
   Returns:
-    (bytes/sec, round trip s, per tensor s, per extra ps task s).
+    a scaling_equations.LinkFigures.
 
   Raises:
     RuntimeError: with the logs, when the probe gives no figures in time.
@@ -191,11 +235,13 @@ def measure_netns_link(timeout):
                  for task in range(2)]
     try:
       processes.append(_start(log_dir, 'worker0', [
-          '--measure_link', '--cluster=' + json.dumps(cluster)], network))
+          '--measure_link', '--cluster=' + json.dumps(cluster),
+          # Only ps 0 serves the calls of the CPU series.
+          '--cpu_pids=%d' % processes[0][0].pid], network))
       figures = _wait_for_lines(processes, processes[2:], _LINK, timeout)
       if figures is None:
         raise RuntimeError('the netns link probe gave no figures:\n%s' % _logs(processes))
-      return tuple(float(f) for f in figures[0][0])
+      return scaling_equations.LinkFigures(*(float(f) for f in figures[0][0]))
     finally:
       _kill(processes)
 
@@ -403,7 +449,8 @@ def run_task(ps_strategy):
     run_worker(json.loads(FLAGS.cluster), FLAGS.task, FLAGS.sync, FLAGS.warmup, FLAGS.steps,
                ps_strategy)
   elif FLAGS.measure_link:
-    print('LINK %r %r %r %r' % measure_link(cluster=json.loads(FLAGS.cluster)), flush=True)
+    figures = measure_link(cluster=json.loads(FLAGS.cluster), cpu_pids=FLAGS.cpu_pids)
+    print('LINK ' + ' '.join(repr(float(f)) for f in figures), flush=True)
   elif FLAGS.compute_only:
     print('RATE %.3f' % distributed.single_process_rate(FLAGS.warmup, FLAGS.steps), flush=True)
   else:

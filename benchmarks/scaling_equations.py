@@ -14,12 +14,22 @@ task of the cluster on one machine (loopback or network namespaces), with the
 calibrated per-step and per-ps-task costs and the shared-cores bound.
 """
 
+import collections
+
 import tensorflow as tf
 import tf_slim as slim
 
 ASYNC_ROUND_TRIPS = 2
 SYNC_ROUND_TRIPS = 4
-TRANSFER_ENDS = 2   # on one machine a transfer keeps the sender's and the receiver's CPU busy
+
+# What the link probe measures (`benchmarks.scaling_check.measure_link`), under the
+# parameter file's names: wall-clock figures of one link (bytes/sec; seconds of a round
+# trip, of each tensor beyond the first in one step, of each ps task beyond the first in
+# one step) and CPU seconds of both ends together (of a round trip, of each tensor beyond
+# the first, of each byte moved).
+LinkFigures = collections.namedtuple('LinkFigures', (
+    'bandwidth_bytes_per_s', 'round_trip_s', 'per_tensor_s', 'per_extra_ps_s',
+    'cpu_round_trip_s', 'cpu_per_tensor_s', 'cpu_per_byte_s'))
 
 
 class Shards(object):
@@ -119,29 +129,33 @@ def predict_allreduce(gradient_bytes, compute_s, devices, bandwidth, latency_s):
           + 2 * (devices - 1) * latency_s)
 
 
-def shared_cores_step(shards, compute_s, workers, bandwidth, latency_s, sync, tensor_s, cores):
+def shared_cores_step(shards, compute_s, workers, sync, cores, link):
   """Lowest possible seconds per worker step when every task shares one machine's `cores`.
 
   Only for clusters on one machine (the check): a round of N worker steps
   needs N compute times (`compute_s`: one trainer alone, one thread) plus, per
-  worker step, its transfers, which keep the CPUs of both ends busy; each
-  pull and push is a call to every ps task, sync's token and step reads a call
-  to one. That CPU work cannot finish in less than its share of `cores`.
+  worker step, the CPU work of its transfers at both ends: its bytes, its
+  tensors and its calls (each pull and push is a call to every ps task,
+  sync's token and step reads a call to one), as the link probe measured
+  that work in CPU seconds. Waiting on the wire costs no CPU: it is not here.
+  That CPU work cannot finish in less than its share of `cores`.
 
   Args:
     shards: a Shards for the ps count in question.
     compute_s: one trainer's compute time per step running alone (seconds).
-    workers, bandwidth, latency_s, sync, tensor_s: as `predict_ps`.
+    workers, sync: as `predict_ps`.
     cores: CPU cores of the machine.
+    link: a LinkFigures (its cpu_* figures are used).
 
   Returns:
     seconds per step of one worker.
   """
   round_trips = ASYNC_ROUND_TRIPS * len(shards.down) + (
       SYNC_ROUND_TRIPS - ASYNC_ROUND_TRIPS if sync else 0)
-  transfer = ((shards.total_down + shards.total_up) / bandwidth + sum(shards.tensors) * tensor_s
-              + round_trips * latency_s)
-  return workers * (compute_s + TRANSFER_ENDS * transfer) / cores
+  transfer_cpu = ((shards.total_down + shards.total_up) * link.cpu_per_byte_s
+                  + sum(shards.tensors) * link.cpu_per_tensor_s
+                  + round_trips * link.cpu_round_trip_s)
+  return workers * (compute_s + transfer_cpu) / cores
 
 
 def net_variables(net, image_size, num_classes):
@@ -186,8 +200,7 @@ def same_machine_step(shards, compute_s, alone_s, workers, link, per_step_s, syn
     compute_s: compute time per step of `workers` trainers running at once.
     alone_s: compute time per step of one trainer running alone.
     workers: number of workers.
-    link: (bytes/sec, round trip s, per tensor s, per extra ps task s), as
-      the link probe measures them.
+    link: a LinkFigures, as the link probe measures them.
     per_step_s: per-step cost of a distributed step that the link misses.
     sync: SyncReplicasOptimizer (True) or async updates.
     cores: CPU cores of the machine.
@@ -197,10 +210,11 @@ def same_machine_step(shards, compute_s, alone_s, workers, link, per_step_s, syn
   Returns:
     (seconds per worker step, 'links' or 'shared cores': the bound that set it).
   """
-  bandwidth, latency, per_tensor, per_ps = link
-  extra = per_step_s + (len(shards.down) - 1) * per_ps
-  wire = bandwidth if wire_bandwidth is None else min(bandwidth, wire_bandwidth)
-  step = extra + predict_ps(shards, compute_s, workers, wire, latency, sync, per_tensor)
-  floor = shared_cores_step(shards, alone_s + extra, workers, bandwidth, latency, sync,
-                            per_tensor, cores)
+  link = LinkFigures(*link)
+  extra = per_step_s + (len(shards.down) - 1) * link.per_extra_ps_s
+  wire = link.bandwidth_bytes_per_s if wire_bandwidth is None else min(
+      link.bandwidth_bytes_per_s, wire_bandwidth)
+  step = extra + predict_ps(shards, compute_s, workers, wire, link.round_trip_s, sync,
+                            link.per_tensor_s)
+  floor = shared_cores_step(shards, alone_s + extra, workers, sync, cores, link)
   return (step, 'links') if step >= floor else (floor, 'shared cores')

@@ -40,21 +40,24 @@ step is the T above plus
 
 and, because all tasks share the machine's C cores, at least
 
-      N (t_1 + d + (M - 1) p + 2 ((D + U) / B + n o + R L)) / C
+      N (t_1 + d + (M - 1) p + (D + U) b + n c + R k) / C
 
-with t_1 one trainer's compute alone, 2 for both ends of a transfer and
-R = 2 M round trips (a pull and a push to each ps), 2 more for sync. A link
-limited by `tc` (a token bucket of rate r on both veth ends of every host)
-enters as B = min(B, r x 1448 / 1514) in the transfers (the TCP payload
-share of a 1500-byte-MTU Ethernet frame; the bucket counts whole frames),
-not in the shared-cores bound, which counts CPU work.
+with t_1 one trainer's compute alone; b, c and k the CPU seconds that both
+ends of a link spend per byte, per tensor and per round trip (the link
+probe measures them: the CPU time of the worker and ps processes over a
+series of calls; most of a round trip's wall time L is waiting, which
+takes no core); R = 2 M round trips (a pull and a push to each ps), 2 more
+for sync. A link limited by `tc` (a token bucket of rate r on both veth
+ends of every host) enters as B = min(B, r x 1448 / 1514) in the transfers
+(the TCP payload share of a 1500-byte-MTU Ethernet frame; the bucket
+counts whole frames), not in the shared-cores bound, which counts CPU work.
 
 Calibrate, then validate (`scaling_validate.py`; the file: `scaling_params.py`):
 
   --calibrate  runs ONLY the calibration set: per network, the link probe
-               (B, L, o, and p from a step reaching two ps tasks against one
-               reaching one ps task with as many tensors: its own
-               microbenchmark, no cluster), the compute time per step t_c(N)
+               (B, L, o, p from a step reaching two ps tasks against one
+               reaching one ps task with as many tensors, and the CPU
+               figures b, c, k: its own microbenchmark, no cluster), the compute time per step t_c(N)
                of N single-process trainers at once for every N the
                validation set uses, and 1 worker + 1 ps async (d = its
                measured step minus the prediction without d). It computes the

@@ -21,8 +21,8 @@ The file (JSON object):
     repeats          repeats of the calibration run
     quick            true for a --quick (smoke) calibration, which only --quick validates
     parameters       cores; compute_s {"N": s per step of N trainers at once};
-                     links {network: {bandwidth_bytes_per_s, round_trip_s,
-                     per_tensor_s, per_extra_ps_s}}; per_step_s {network: s};
+                     links {network: {the fields of scaling_equations.LinkFigures}};
+                     per_step_s {network: s};
                      tc_payload_share
     measurements     every repeat's raw figure behind the parameters
     predictions      the validation set: [{workers, ps, sync, network, tc_mbit,
@@ -46,7 +46,9 @@ from benchmarks import scaling_equations
 # Bump whenever a prediction this module computes from the same parameters changes.
 # 1-2: the in-run fitted checks of 2026-11-24/25 (no file).
 # 3: links + per-step cost + per-extra-ps-task cost + shared cores; tc as wire bandwidth.
-MODEL_VERSION = 3
+# 4: the shared-cores floor counts the CPU seconds the link probe measures at both ends
+#    (per round trip, tensor and byte), no longer twice the wall time of each transfer.
+MODEL_VERSION = 4
 DEFAULT_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'scaling_params.json')
 # Flags that describe the workload; validation refuses values other than the calibration's.
 WORKLOAD_FLAGS = ('net', 'image_size', 'batch_size', 'threads', 'ps_strategy', 'warmup', 'steps')
@@ -213,8 +215,8 @@ class Predictor(object):
     shards = scaling_equations.shard_traffic(self._variables, config.ps, self._strategy)
     return scaling_equations.same_machine_step(
         shards, compute, p['compute_s']['1'], config.workers,
-        (link['bandwidth_bytes_per_s'], link['round_trip_s'], link['per_tensor_s'],
-         link['per_extra_ps_s']), p['per_step_s'][config.network], config.sync, p['cores'],
+        scaling_equations.LinkFigures(**link), p['per_step_s'][config.network], config.sync,
+        p['cores'],
         wire_bandwidth=wire)
 
   def rate(self, config):

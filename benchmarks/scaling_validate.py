@@ -74,7 +74,7 @@ class Harness(object):
     self.warmup, self.steps, self.timeout, self.ps_strategy = warmup, steps, timeout, ps_strategy
 
   def link(self, network):
-    """(bytes/sec, round trip s, per tensor s, per extra ps task s) of `network`."""
+    """The `scaling_equations.LinkFigures` of `network`."""
     from benchmarks import scaling_check  # noqa: PLC0415
     if network == 'loopback':
       return scaling_check.measure_link()
@@ -129,8 +129,8 @@ def _calibration_variants(networks, counts, harness, links):
 
 def _median_link(figures):
   """Each figure's median over the probe's repeats, as the file's link dict."""
-  names = ('bandwidth_bytes_per_s', 'round_trip_s', 'per_tensor_s', 'per_extra_ps_s')
-  return {name: bench_util.median([f[i] for f in figures]) for i, name in enumerate(names)}
+  return {name: bench_util.median([f[i] for f in figures])
+          for i, name in enumerate(scaling_equations.LinkFigures._fields)}
 
 
 def calibrate(path, networks, harness, repeats, workload, command, variables, quick=False,
@@ -226,10 +226,12 @@ def _distinct_or_refuse(rows, calibration_rows, quick, out):
 def _print_parameters(parameters, out):
   for network, link in parameters['links'].items():
     print('%s: %.2f GB/s, %.0f us round trip, %.1f us per tensor, %.0f us per extra ps task; '
-          'per-step cost %.2f ms' % (
+          'per-step cost %.2f ms; CPU of both ends: %.0f us per round trip, %.1f us per '
+          'tensor, %.2f ms per MB' % (
               network, link['bandwidth_bytes_per_s'] / 1e9, link['round_trip_s'] * 1e6,
               link['per_tensor_s'] * 1e6, link['per_extra_ps_s'] * 1e6,
-              parameters['per_step_s'][network] * 1e3), file=out)
+              parameters['per_step_s'][network] * 1e3, link['cpu_round_trip_s'] * 1e6,
+              link['cpu_per_tensor_s'] * 1e6, link['cpu_per_byte_s'] * 1e9), file=out)
   print('compute per step, N trainers at once: %s; %d cores' % (', '.join(
       'N=%s %.2f ms' % (n, 1e3 * t) for n, t in sorted(parameters['compute_s'].items())),
                                                                parameters['cores']), file=out)

@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 from benchmarks import bench_util
+from benchmarks import scaling_equations
 from benchmarks import scaling_model
 
 tf.compat.v1.disable_eager_execution()
@@ -89,16 +90,17 @@ def test_sync_step_adds_the_burst_of_every_worker():
   assert scaling_model.predict_ps(shards, 1.0, 4, 1000.0, 0.5, sync=True) == pytest.approx(27.0)
 
 
-def test_shared_cores_step_counts_both_ends_of_every_transfer_and_a_call_per_ps():
+def test_shared_cores_step_counts_the_measured_cpu_of_every_transfer_and_a_call_per_ps():
   shards = scaling_model.Shards(down=[1000, 3000], up=[1000, 3000], tensors=[2, 4])
-  # Async, 2 ps: transfer = 8000 B / 1000 B/s + 6 tensors x 0.25 s + 2 x 2 round trips
-  # x 0.5 s = 11.5 s, both ends: 23 s; + 1 s compute = 24 s per worker step; 3 workers
-  # on 2 cores: 36 s.
-  assert scaling_model.shared_cores_step(shards, 1.0, 3, 1000.0, 0.5, False, 0.25,
-                                         cores=2) == pytest.approx(36.0)
-  # Sync adds the token and the step read: 2 more round trips (+ 2 x 1 s per worker step).
-  assert scaling_model.shared_cores_step(shards, 1.0, 3, 1000.0, 0.5, True, 0.25,
-                                         cores=2) == pytest.approx(39.0)
+  # CPU of both ends: 1 ms per byte, 0.25 s per tensor, 0.5 s per round trip; the
+  # wall-clock figures (bandwidth, round trip) take no part.
+  link = scaling_equations.LinkFigures(1.0, 9.0, 9.0, 9.0, cpu_round_trip_s=0.5,
+                                       cpu_per_tensor_s=0.25, cpu_per_byte_s=1e-3)
+  # Async, 2 ps: 8000 B x 1 ms + 6 tensors x 0.25 s + 2 x 2 round trips x 0.5 s =
+  # 11.5 s, + 1 s compute = 12.5 s per worker step; 3 workers on 2 cores: 18.75 s.
+  assert scaling_model.shared_cores_step(shards, 1.0, 3, False, 2, link) == pytest.approx(18.75)
+  # Sync adds the token and the step read: 2 more round trips (+ 1 s per worker step).
+  assert scaling_model.shared_cores_step(shards, 1.0, 3, True, 2, link) == pytest.approx(20.25)
 
 
 def test_ring_all_reduce_moves_two_n_minus_one_over_n_of_the_gradients():

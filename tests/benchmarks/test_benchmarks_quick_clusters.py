@@ -43,13 +43,20 @@ _COUNT = re.compile(r'^within \+-20 %: (\d+) of (\d+) configurations \(every rep
 _FROZEN = re.compile(r'^  (\d+) workers? \+ (\d+) ps, (a?sync), ([a-z]+)(?:, tc ([0-9.]+) Mbit)?: '
                      r'([0-9.]+) ex/s \((links|shared cores)\)$', re.M)
 _CALIBRATED = r'^%s: [0-9.]+ GB/s, [0-9]+ us round trip, [0-9.]+ us per tensor, [0-9]+ us per ' \
-              r'extra ps task; per-step cost [0-9.]+ ms$'
+              r'extra ps task; per-step cost [0-9.]+ ms; CPU of both ends: ([0-9]+) us per round ' \
+              r'trip, [0-9.]+ us per tensor, ([0-9.]+) ms per MB$'
 
 
 def _calibration_runs(stdout):
   """Names of what ran before the parameter file was written (the progress lines)."""
   before = stdout.split('\nwrote ', 1)[0]
   return re.findall(r'^  repeat 1 (.+?) +[0-9.]+$', before, re.M)
+
+
+def _assert_cpu_measured(calibrated, stdout):
+  """The link's calibration line is there, with CPU time both per round trip and per MB."""
+  assert calibrated, stdout[-3000:]
+  assert float(calibrated.group(1)) > 0 and float(calibrated.group(2)) > 0, calibrated.group(0)
 
 
 def _assert_validation(stdout, expected):
@@ -94,7 +101,7 @@ def test_scaling_model_quick_calibrates_then_validates_a_loopback_cluster():
   assert _calibration_runs(stdout) == [
       'link probe, loopback (MB/s)', 'compute, 1 at once', '1 worker + 1 ps, async, loopback'], (
           stdout[-3000:])
-  assert re.search(_CALIBRATED % 'loopback', stdout, re.M), stdout[-3000:]
+  _assert_cpu_measured(re.search(_CALIBRATED % 'loopback', stdout, re.M), stdout)
   assert re.search(r'^wrote \S+scaling_params.json \(model version \d+\)$', stdout, re.M), (
       stdout[-3000:])
   _assert_validation(stdout, [(1, 2, 'async', 'loopback')])
@@ -112,7 +119,7 @@ def test_scaling_model_quick_validates_across_namespaces_and_a_tc_limited_link()
   assert _calibration_runs(stdout) == [
       'link probe, netns (MB/s)', 'compute, 1 at once', '1 worker + 1 ps, async, netns'], (
           stdout[-3000:])
-  assert re.search(_CALIBRATED % 'netns', stdout, re.M), stdout[-3000:]
+  _assert_cpu_measured(re.search(_CALIBRATED % 'netns', stdout, re.M), stdout)
   _assert_validation(stdout, [(1, 2, 'async', 'netns'), (1, 2, 'async', 'netns tc 200 Mbit')])
   rates = {row[3]: float(row[4]) for row in _VALIDATION_ROW.findall(stdout)}
   # 200 Mbit is far below a veth link's rate: the limited link predicts less.

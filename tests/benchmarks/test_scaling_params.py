@@ -43,7 +43,7 @@ class FakeHarness(object):
 
   def link(self, network):
     del network
-    return (1e6, 1e-3, 1e-4, 2e-3)
+    return scaling_equations.LinkFigures(1e6, 1e-3, 1e-4, 2e-3, 2e-4, 2e-5, 1e-9)
 
   def compute(self, count):
     return {1: 3200.0, 2: 3000.0, 3: 2400.0, 4: 1800.0}[count]
@@ -176,33 +176,42 @@ def test_band_verdict_needs_every_repeat_inside_to_be_met():
 
 def test_same_machine_step_adds_the_calibrated_costs_and_takes_the_larger_bound():
   # One ps holds all 8048 bytes; at 8048 B/s with no latency or per-tensor cost a
-  # worker's transfers take 1 s.
+  # worker's transfers take 1 s; their CPU: 0.5 s at both ends together.
   variables = _three_variables()
   one, two = (scaling_equations.shard_traffic(variables, m) for m in (1, 2))
-  link = (8048.0, 0.0, 0.0, 0.25)
+  link = scaling_equations.LinkFigures(8048.0, 0.0, 0.0, 0.25, 0.0, 0.0, 0.5 / 8048)
   # One worker: links bound, 1 s compute + 1 s + 0.5 s per step.
   assert scaling_equations.same_machine_step(one, 1.0, 1.0, 1, link, 0.5, False, 2) == (
       pytest.approx(2.5), 'links')
   # A second ps adds p = 0.25 s.
   assert scaling_equations.same_machine_step(two, 1.0, 1.0, 1, link, 0.5, False, 2) == (
       pytest.approx(2.75), 'links')
-  # Four workers on two cores: 4 x (1 + 0.5 + 2 x 1) / 2 = 7 s > 2 s + 1 s + 0.5 s.
+  # Four workers on two cores: 4 x (1 + 0.5 + 0.5) / 2 = 4 s > the links' 2 s compute
+  # + 1 s transfers + 0.5 s.
   assert scaling_equations.same_machine_step(one, 2.0, 1.0, 4, link, 0.5, False, 2) == (
-      pytest.approx(7.0), 'shared cores')
+      pytest.approx(4.0), 'shared cores')
+  # With 1 s of CPU per round trip (2 per async step): 4 x (2 + 2) / 2 = 8 s.
+  busy = link._replace(cpu_round_trip_s=1.0)
+  assert scaling_equations.same_machine_step(one, 2.0, 1.0, 4, busy, 0.5, False, 2) == (
+      pytest.approx(8.0), 'shared cores')
   # A tc-limited wire at half the bandwidth doubles the transfers, not the CPU floor.
   step, limit = scaling_equations.same_machine_step(one, 1.0, 1.0, 1, link, 0.5, False, 2,
                                                     wire_bandwidth=4024.0)
   assert (step, limit) == (pytest.approx(3.5), 'links')
 
 
-def test_link_figures_from_the_probe_median_times():
+def test_link_figures_from_the_probe_median_times_and_cpu_per_call():
   secs = {'ping': 0.001, 'ping_many': 0.001 + 63 * 2e-5, 'pull': 0.011, 'push': 0.013,
           'one_task': 0.002, 'two_tasks': 0.0025}
+  cpu = {'ping': 4e-4, 'ping_many': 4e-4 + 63 * 1e-5, 'pull': 0.0084, 'push': 0.0064}
   assert scaling_check.implausible_link(secs, 16) is None
-  bandwidth, latency, per_tensor, per_ps = scaling_check.link_figures(secs, 16 * 2**20, 64)
-  # 16 MiB each way in (11 + 13) / 2 ms less the 1 ms round trip.
-  assert bandwidth == pytest.approx(16 * 2**20 / 0.011)
-  assert (latency, per_tensor, per_ps) == pytest.approx((0.001, 2e-5, 0.0005))
+  figures = scaling_check.link_figures(secs, cpu, 16 * 2**20, 64)
+  # 16 MiB each way in (11 + 13) / 2 ms less the 1 ms round trip; its CPU is
+  # (8.4 + 6.4) / 2 ms less the 0.4 ms of a round trip.
+  assert figures == pytest.approx(scaling_equations.LinkFigures(
+      bandwidth_bytes_per_s=16 * 2**20 / 0.011, round_trip_s=0.001, per_tensor_s=2e-5,
+      per_extra_ps_s=0.0005, cpu_round_trip_s=4e-4, cpu_per_tensor_s=1e-5,
+      cpu_per_byte_s=0.007 / (16 * 2**20)))
 
 
 def test_a_transfer_no_slower_than_a_scalar_read_is_refused_by_name():
