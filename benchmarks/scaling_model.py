@@ -57,8 +57,9 @@ Calibrate, then validate (`scaling_validate.py`; the file: `scaling_params.py`):
   --calibrate  runs ONLY the calibration set: per network, the link probe
                (B, L, o, p from a step reaching two ps tasks against one
                reaching one ps task with as many tensors, and the CPU
-               figures b, c, k: its own microbenchmark, no cluster), the compute time per step t_c(N)
-               of N single-process trainers at once for every N the
+               figures b, c, k: its own microbenchmark, no cluster), the
+               compute time per step t_c(N) of N single-process trainers at
+               once for every N the
                validation set uses, and 1 worker + 1 ps async (d = its
                measured step minus the prediction without d). It computes the
                validation set's predictions from these alone, refuses when two

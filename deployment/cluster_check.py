@@ -17,13 +17,14 @@ and ps reads it from there at startup and compares it with its own:
 The variable lives in the chief server's resource manager for the life of the process,
 outside every training graph, so it costs nothing per step and is never checkpointed.
 
-An asynchronous job may grow or shrink while it runs (`deployment/elastic.py`): a task
+A ps job of the legacy trainer, asynchronous or sync replicas, may grow or shrink
+while it runs (`deployment/elastic.py`, `deployment/sync_replicas.py`): a task
 whose worker list is the chief's with tasks added or removed at the end is a resize, not
 a mismatch, when the caller says so (`resizable=True`); it is logged and the chief's
 cluster is returned so the caller can tell whether this task is new to the job. A
 different chief, master or ps list, or another address at a worker index both lists
-have, stays an error. A sync-replicas job passes `resizable=False` and a reason
-(`fixed_workers_reason`), which the error quotes.
+have, stays an error. A caller whose worker list is fixed (the Estimator path) passes
+`resizable=False`, and may give a reason (`fixed_workers_reason`) for the error to quote.
 
 Differs on purpose: the originals (tf.estimator, the OD API, slim) do not check this,
 and have no notion of a worker list that changes while the job runs.
@@ -120,7 +121,7 @@ def compare_with_chief(cluster, chiefs, resizable=False, fixed_workers_reason=''
   Args:
     cluster: this task's `ClusterConfig`.
     chiefs: the chief's {job: [addresses]}.
-    resizable: accept a grown or shrunk worker list (an asynchronous job).
+    resizable: accept a grown or shrunk worker list (a legacy trainer's ps job).
     fixed_workers_reason: why the worker list may not change, quoted in the error
       when `resizable` is False and it did.
 
@@ -144,7 +145,7 @@ def compare_with_chief(cluster, chiefs, resizable=False, fixed_workers_reason=''
         'the chief: %s. Give every task the same TF_CONFIG["cluster"]%s.' % (
             cluster.task_type, cluster.task_index, '; '.join(differences),
             json.dumps(mine, sort_keys=True), json.dumps(chiefs, sort_keys=True),
-            ' (only the worker list of an asynchronous job may differ)' if resizable
+            ' (only the worker list of a resizable job may differ)' if resizable
             else ''))
   return resize
 
@@ -244,8 +245,8 @@ def agree_with_chief(cluster, server, timeout_secs, resizable=False,
   chiefs = read_chiefs_cluster(cluster, timeout_secs)
   resize = compare_with_chief(cluster, chiefs, resizable, fixed_workers_reason)
   if resize:
-    logging.info('task %s:%d: %s since the chief started (an asynchronous job may '
-                 'resize); chief, master and ps lists match', cluster.task_type,
+    logging.info('task %s:%d: %s since the chief started (a resizable job); chief, '
+                 'master and ps lists match', cluster.task_type,
                  cluster.task_index, resize)
   else:
     logging.info('cluster of task %s:%d matches the chief\'s', cluster.task_type,

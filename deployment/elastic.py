@@ -1,13 +1,15 @@
-"""Workers that join and leave a running asynchronous ps job, no other task restarting.
+"""Workers that join and leave a running ps job, no other task restarting.
 
-A ps job trains asynchronously: every worker reads the variables from the ps tasks,
-computes its gradients and applies them on its own, so the number of workers is not part
-of the model. This module lets that number change while the job runs:
+In an asynchronous ps job every worker reads the variables from the ps tasks, computes
+its gradients and applies them on its own, so the number of workers is not part of the
+model; in a sync-replicas job it is only the number of gradients a round waits for, which
+the chief adjusts (`deployment/sync_replicas.py`). This module lets that number change
+while the job runs:
 
 * Join. A new worker gets a TF_CONFIG with the job's chief and ps addresses and one more
   worker (what TFJob gives a pod after `replicas` was raised, JobSet after a resize,
   `deployment.launch` for an added task). Its startup check (`deployment/cluster_check.py`)
-  accepts a grown worker list for an asynchronous job. The ps tasks and the chief were
+  accepts a grown worker list. The ps tasks and the chief were
   started with the old list and cannot resolve the new worker's name, so the joiner's
   server boots under a job name of its own (`cluster.JOINING_JOB`, at its worker index:
   a ps drops the sessions of a master name that comes back from another process, so
@@ -17,11 +19,13 @@ of the model. This module lets that number change while the job runs:
   only the ps job and itself (`ClusterConfig.device_filters`), so no other worker and not
   the chief need to know it. It then waits for the model as any worker and starts at the
   current global step.
-* Announce. Every non-chief worker of an asynchronous ps job tells the chief that it
-  is in the job (`announce(cluster, JOINED)`), by a small queue on the chief's own
-  server, next to the cluster the chief published; a chief thread (`MembershipLog`)
-  logs `worker:2 joined (3 workers)` for a worker it did not count yet. It also tells
-  the ps tasks (`cluster_runtime.JOINED`), which then wait for it at the end of the job.
+* Announce. Every non-chief worker of a ps job tells the chief that it is in the job
+  (`announce(cluster, JOINED)`; a sync-replicas worker right before its first step), by a
+  small queue on the chief's own server, next to the cluster the chief published; a chief
+  thread (`MembershipLog`) logs `worker:2 joined (3 workers)` for a worker it did not
+  count yet and, in a sync-replicas job, has the rounds take its gradients from then on.
+  It also tells the ps tasks (`cluster_runtime.JOINED`), which then wait for it at the
+  end of the job.
 * Leave. A worker removed on purpose gets SIGTERM (a scale-down): it stops within
   `deploy_config.termination_grace_secs`, tells the chief (`LEFT`: `worker:2 left (2
   workers)`) and the ps tasks (PREEMPTED: not waited for at the end), and exits 143. A
@@ -30,7 +34,7 @@ of the model. This module lets that number change while the job runs:
 Usage (trainer/train.py does this for a worker):
 
     server, joining = elastic.start_worker_server(cluster, timeouts.startup,
-                                                  resizable=not sync_replicas)
+                                                  resizable=True)
     session_config = cluster.propagate_cluster(session_config)
     elastic.announce(cluster, elastic.JOINED)        # chief logs 'worker:N joined ...'
     ...                                              # train; on SIGTERM:
@@ -43,9 +47,8 @@ and for the chief:
     members.stop()
 
 Differs on purpose from the originals (tf-slim, the OD API, tf.estimator), whose cluster
-is fixed for the life of the job: a worker list may grow or shrink in an asynchronous
-job; a sync-replicas job, whose `replicas_to_aggregate` is fixed, still refuses it with
-the reason.
+is fixed for the life of the job: the worker list of a legacy trainer's ps job may grow or
+shrink, asynchronous or sync replicas (the Estimator path's stays fixed).
 """
 
 import json
@@ -63,12 +66,6 @@ _QUEUE_NAME = 'slimtrain_worker_membership'
 _QUEUE_CAPACITY = 1024
 _POLL_SECS = 1.0
 _RPC_TIMEOUT_MS = 10000
-
-# Quoted when a sync-replicas job refuses a changed worker list.
-SYNC_REASON = ('a sync-replicas job (train_config.sync_replicas: true) cannot change its '
-               'worker list while it runs: train_config.replicas_to_aggregate is fixed '
-               'and every step waits for that many gradients; restart the whole job with '
-               'the new TF_CONFIG')
 
 
 def _chief_job(cluster):
@@ -101,13 +98,13 @@ def is_new_worker(cluster, chiefs):
           cluster.task_index >= len(chiefs.get('worker', [])))
 
 
-def start_worker_server(cluster, timeout_secs, resizable, fixed_workers_reason=SYNC_REASON):
+def start_worker_server(cluster, timeout_secs, resizable, fixed_workers_reason=''):
   """A non-chief training task: checks its cluster with the chief, then starts its server.
 
   Args:
     cluster: this task's distributed `ClusterConfig` (not the chief's).
     timeout_secs: how long to wait for the chief's published cluster.
-    resizable: whether the worker list may differ from the chief's (asynchronous job).
+    resizable: whether the worker list may differ from the chief's.
     fixed_workers_reason: quoted when it may not and does.
 
   Returns:
@@ -171,11 +168,14 @@ class MembershipLog(object):
   Args:
     cluster: the chief's `ClusterConfig`.
     master: the chief server's target.
+    on_change: optional callable(number of workers), run after each change of the
+      count (from the log's thread).
   """
 
-  def __init__(self, cluster, master):
+  def __init__(self, cluster, master, on_change=None):
     self._cluster = cluster
     self._master = master
+    self._on_change = on_change
     self.members = set(range(len(cluster.cluster.get('worker', []))))
     self._stop = threading.Event()
     self._thread = None
@@ -198,6 +198,8 @@ class MembershipLog(object):
       self.members.discard(task)
     line = 'worker:%d %s (%d workers)' % (task, event['event'], len(self.members))
     logging.info('%s', line)
+    if self._on_change is not None:
+      self._on_change(len(self.members))
     return line
 
   def _run(self):

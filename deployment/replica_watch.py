@@ -7,7 +7,10 @@ each replica stamps, on the global step's ps, the local step its gradients
 carry, and bumps a heartbeat counter; every task runs a `ReplicaMonitor`
 that reads both, logs the missing replicas by name and, after
 `deploy_config.replica_timeout_secs`, ends the task retryable (the chief
-first checkpoints and tells the ps tasks why).
+first checkpoints and tells the ps tasks why). A replica removed on purpose
+(a scale-down of a resizable job) records that it leaves
+(`ReplicaMonitor.leave`), and no monitor waits for it; its next delivered
+gradients, if it comes back, clear that.
 
     progress = replica_watch.ReplicaProgress(
         ['/job:chief/task:0', '/job:worker/task:0'], global_step.device)
@@ -78,9 +81,14 @@ class ReplicaProgress(object):
     with tf.compat.v1.device(device):
       self._delivered = _Stamps('slimtrain_replica_delivered', self.replica_names, device)
       self._alive = _Stamps('slimtrain_replica_alive', self.replica_names, device)
+      # 1 once a replica left the job on purpose (a scale-down); 0 again when it delivers.
+      self._left = _Stamps('slimtrain_replica_left', self.replica_names, device)
       self._beat_value = tf.compat.v1.placeholder(tf.int64, [], name='replica_heartbeat')
       self._beats = {name: tf.raw_ops.AssignVariableOp(resource=handle, value=self._beat_value)
                      for name, handle in self._alive.handles.items()}
+      self._leave = {name: tf.raw_ops.AssignVariableOp(
+          resource=handle, value=tf.constant(1, tf.int64)) for name, handle in
+                     self._left.handles.items()}
 
   def stamp(self, replica_name, step, after):
     """An op recording that `replica_name` delivered gradients for `step`.
@@ -94,8 +102,11 @@ class ReplicaProgress(object):
       The assignment op; run it with the train op.
     """
     with tf.compat.v1.device(self._device), tf.control_dependencies(after):
-      return tf.raw_ops.AssignVariableOp(resource=self._delivered.handles[replica_name],
-                                         value=tf.cast(step, tf.int64))
+      return tf.group(
+          tf.raw_ops.AssignVariableOp(resource=self._delivered.handles[replica_name],
+                                      value=tf.cast(step, tf.int64)),
+          tf.raw_ops.AssignVariableOp(resource=self._left.handles[replica_name],
+                                      value=tf.constant(0, tf.int64)))
 
   def stamp_delivery(self, replica_name, sync_optimizer, gradients):
     """The op stamping the local step `sync_optimizer`'s gradients carry.
@@ -119,6 +130,14 @@ class ReplicaProgress(object):
   def heartbeats(self, sess, options=None):
     """{replica name: heartbeat counter, or None if it never beat}."""
     return self._alive.read(sess, options)
+
+  def left(self, sess, options=None):
+    """The replicas that left the job on purpose and have not delivered since."""
+    return {name for name, flag in self._left.read(sess, options).items() if flag}
+
+  def mark_left(self, sess, replica_name, options=None):
+    """Records that `replica_name` leaves the job on purpose: no monitor waits for it."""
+    sess.run(self._leave[replica_name], options=options)
 
   def beat(self, sess, replica_name, count, options=None):
     """Sets `replica_name`'s heartbeat counter to `count`."""
@@ -216,6 +235,23 @@ class ReplicaMonitor(object):
   def stop(self):
     self._stop.set()
 
+  def leave(self, sess):
+    """Stops watching and records that this task's replica leaves the job on purpose.
+
+    The other tasks' monitors then skip it instead of ending the job after
+    `replica_timeout_secs`; its next delivered gradients (a rejoin) clear it.
+    """
+    self.stop()
+    if self._replica_name is None:
+      return
+    try:
+      self._progress.mark_left(sess, self._replica_name,
+                               options=tf.compat.v1.RunOptions(timeout_in_ms=10000))
+      logging.info('sync replicas: %s leaves the job', self._replica_name)
+    except (tf.errors.OpError, RuntimeError) as e:
+      logging.warning('sync replicas: could not record that %s leaves: %s',
+                      self._replica_name, getattr(e, 'message', e))
+
   def _silent(self, heartbeats, now):
     """Replicas whose heartbeat has not changed for `silent_secs`."""
     silent = set()
@@ -235,8 +271,10 @@ class ReplicaMonitor(object):
     step = int(sess.run(self._global_step, options=options))
     stamps = self._progress.read(sess, options=options)
     silent = self._silent(self._progress.heartbeats(sess, options=options), time.time())
-    late = [name for name, stamp in stamps.items() if stamp is None or stamp < step]
-    return step, late, silent
+    left = self._progress.left(sess, options=options)
+    late = [name for name, stamp in stamps.items()
+            if (stamp is None or stamp < step) and name not in left]
+    return step, late, silent - left
 
   def _missing(self, step, late, silent, now):
     """([replicas to name], since when they are missing) or ([], None).

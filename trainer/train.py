@@ -49,6 +49,7 @@ from deployment import elastic
 from deployment import exit_codes
 from deployment import fault_runtime
 from deployment import fault_tolerance
+from deployment import sync_replicas
 from trainer import trainer
 from trainer import training_loop
 
@@ -116,13 +117,11 @@ def run(argv=None):
   if cluster.is_distributed and _already_finished(configs['train_config'].num_steps):
     return exit_codes.DONE
 
-  # An asynchronous ps job may gain and lose workers while it runs (deployment/elastic.py).
-  resizable = not configs['train_config'].sync_replicas
+  # A ps job may gain and lose workers while it runs (deployment/elastic.py); the
+  # rounds of a sync-replicas job follow the count (deployment/sync_replicas.py).
   if cluster.task_type == 'ps':
     try:
-      server = cluster_check.start_server_and_agree(
-          cluster, timeouts.startup, resizable=resizable,
-          fixed_workers_reason=elastic.SYNC_REASON)
+      server = cluster_check.start_server_and_agree(cluster, timeouts.startup, resizable=True)
       return fault_runtime.serve_ps(
           server, cluster, timeouts,
           # The cluster check has just talked to the chief.
@@ -142,14 +141,14 @@ def run(argv=None):
       _resolve_cluster(cluster))
   train_config = configs['train_config']
   session_config = trainer.session_config(train_config)
-  elastic_worker = cluster.is_distributed and bool(cluster.num_ps_tasks) and resizable
+  elastic_job = cluster.is_distributed and bool(cluster.num_ps_tasks)
   if cluster.is_distributed:
     session_config.device_filters.extend(cluster.device_filters)
     if cluster.num_ps_tasks:
       try:
         cluster_runtime.wait_for_tasks(cluster.cluster_spec.job_tasks('ps'),
                                      deploy_config.startup_timeout_secs)
-        master = _start_training_server(cluster, timeouts, resizable).target
+        master = _start_training_server(cluster, timeouts).target
         cluster.propagate_cluster(session_config)
       except cluster_check.ClusterMismatchError as e:
         logging.error('%s', e)
@@ -179,6 +178,8 @@ def run(argv=None):
                                     sync_replicas=train_config.sync_replicas)
 
   training_graph = []  # Built once: a session rebuilt after a lost peer runs it again.
+  sync_members = _SyncMembers(cluster, is_chief, training_graph) if (
+      elastic_job and train_config.sync_replicas) else None
 
   def train_once():
     if not training_graph:
@@ -190,21 +191,22 @@ def run(argv=None):
     trainer.run_training(training_graph[0], train_config, FLAGS.train_dir, master=master,
                          is_chief=is_chief, session_config_override=session_config,
                          startup_timeout_secs=deploy_config.startup_timeout_secs,
-                         faults=faults)
+                         faults=faults,
+                         on_new_session=sync_members and sync_members.on_new_session)
 
   # Without the chief nobody saves a worker's work: a worker exits retryable then.
   stop_watching_chief = faults.watch_chief()
   members = None
   try:
-    with _leave_on_sigterm(elastic_worker and not is_chief), (
+    with _leave_on_sigterm(elastic_job and not is_chief), (
         trainer.mixed_precision_ends_with(train_config)):
-      members = _join(cluster, master, is_chief) if elastic_worker else None
+      members = _join(cluster, master, is_chief, sync_members) if elastic_job else None
       trained = _train_until_done(train_once, cluster, faults, train_config.num_steps)
     if not trained:
       return exit_codes.DONE  # The ps tasks have exited: nobody to tell.
   except fault_runtime.TrainingPreempted as e:
     logging.warning('%s', e)
-    if elastic_worker and not is_chief:  # removed (a scale-down) or preempted alone
+    if elastic_job and not is_chief:  # removed (a scale-down) or preempted alone
       elastic.announce(cluster, elastic.LEFT, timeout_secs=min(5, timeouts.termination_grace))
       _left_the_job.append(True)
     if ps_tasks:
@@ -222,17 +224,15 @@ def run(argv=None):
   return exit_codes.DONE
 
 
-def _start_training_server(cluster, timeouts, resizable):
+def _start_training_server(cluster, timeouts):
   """Starts the server of a chief or worker of a ps cluster after its cluster check.
 
   Returns:
-    The started server; a worker new to a running asynchronous job boots as a joiner.
+    The started server; a worker new to the running job boots as a joiner.
   """
   if cluster.is_chief:
-    return cluster_check.start_server_and_agree(
-        cluster, timeouts.startup, resizable=resizable,
-        fixed_workers_reason=elastic.SYNC_REASON)
-  server, _ = elastic.start_worker_server(cluster, timeouts.startup, resizable)
+    return cluster_check.start_server_and_agree(cluster, timeouts.startup, resizable=True)
+  server, _ = elastic.start_worker_server(cluster, timeouts.startup, resizable=True)
   return server
 
 
@@ -262,18 +262,58 @@ def _leave_on_sigterm(active):
     signal.signal(signal.SIGTERM, previous)
 
 
-def _join(cluster, master, is_chief):
-  """An asynchronous ps job: the chief logs who joins and leaves, a worker says it joined.
+def _join(cluster, master, is_chief, sync_members=None):
+  """A ps job: the chief logs who joins and leaves, a worker says it joined.
+
+  A worker of a sync-replicas job tells the chief only before its first step
+  (`_SyncMembers`): the chief's rounds count it from then on.
 
   Returns:
     The chief's running `elastic.MembershipLog`; None for a worker.
   """
   if is_chief:
-    return elastic.MembershipLog(cluster, master).start()
-  elastic.announce(cluster, elastic.JOINED)
+    return elastic.MembershipLog(
+        cluster, master, on_change=sync_members and sync_members.workers_changed).start()
+  if sync_members is None:
+    elastic.announce(cluster, elastic.JOINED)
   cluster_runtime.signal_training_done(master, cluster, timeout_secs=10,
                                        status=cluster_runtime.JOINED)
   return None
+
+
+class _SyncMembers(object):
+  """A sync-replicas ps job whose workers join and leave: what each task does about it.
+
+  The chief's rounds take as many gradients as there are replicas
+  (`sync_replicas.ReplicaResizer`), from the chief's count of workers
+  (`elastic.MembershipLog`); a worker announces that it joined right before
+  its first step, so that no round waits for it while it builds its graph.
+
+  Args:
+    cluster: this task's `ClusterConfig`.
+    is_chief: whether this task is the chief.
+    training_graph: the list that holds the `TrainingGraph` once built.
+  """
+
+  def __init__(self, cluster, is_chief, training_graph):
+    self._cluster = cluster
+    self._is_chief = is_chief
+    self._training_graph = training_graph
+    # The chief (or master) is a replica too: the training tasks beyond the workers.
+    self._chiefs = cluster.num_worker_replicas - len(cluster.cluster.get('worker', []))
+    self._resizer = sync_replicas.ReplicaResizer(cluster.num_worker_replicas)
+    self._announced = False
+
+  def workers_changed(self, workers):
+    """The chief's MembershipLog counted `workers` workers."""
+    self._resizer.set_replicas(self._chiefs + workers)
+
+  def on_new_session(self, sess):
+    """Before the first step of each session."""
+    if self._is_chief:
+      self._resizer.attach(sess, self._training_graph[0].sync_optimizer)
+    elif not self._announced:
+      self._announced = elastic.announce(self._cluster, elastic.JOINED)
 
 
 def _already_finished(num_steps):

@@ -394,9 +394,10 @@ def _build_optimizer(train_config, worker_replicas, global_step, summaries):
     summaries.add(tf.compat.v1.summary.scalar(var.op.name, var, family='LearningRate'))
   sync_optimizer = None
   if train_config.sync_replicas:
+    # Resizable: workers may join and leave a running job (trainer/train.py).
     optimizer = sync_optimizer = sync_replicas.SyncReplicasOptimizer(
         optimizer, replicas_to_aggregate=train_config.replicas_to_aggregate,
-        total_num_replicas=worker_replicas)
+        total_num_replicas=worker_replicas, resizable=True)
   if train_config.use_mixed_precision:
     optimizer = tf.compat.v1.mixed_precision.enable_mixed_precision_graph_rewrite(
         optimizer, loss_scale='dynamic')
@@ -449,7 +450,7 @@ def _build_summary_op(summaries, first_clone_scope):
 
 def run_training(training_graph, train_config, train_dir, master='', is_chief=True,
                  session_config_override=None, on_finish=None, startup_timeout_secs=600,
-                 faults=None):
+                 faults=None, on_new_session=None):
   """Runs a `TrainingGraph` with `slim.learning.train` until num_steps or SIGTERM.
 
   Args:
@@ -457,6 +458,8 @@ def run_training(training_graph, train_config, train_dir, master='', is_chief=Tr
     train_config: the `train_pb2.TrainConfig` it was built from.
     train_dir, master, is_chief, session_config_override, on_finish,
       startup_timeout_secs, faults: as in `trainer.train_settings.TrainSettings`.
+    on_new_session: optional callable(sess), run before the first step of
+      each session (`training_loop.TrainStepRunner`).
 
   Returns:
     The last total loss.
@@ -485,7 +488,7 @@ def run_training(training_graph, train_config, train_dir, master='', is_chief=Tr
       log_every_n_steps=train_config.log_every_n_steps, is_chief=is_chief,
       saver=training_graph.saver, checkpoint_path=paths.join(train_dir, 'model.ckpt'),
       on_finish=on_finish, step_after_update=training_graph.step_after_update,
-      faults=faults, startup_delay_steps=startup_delay_steps,
+      faults=faults, startup_delay_steps=startup_delay_steps, on_new_session=on_new_session,
       snapshots=getattr(training_graph.saver, 'snapshots', None) if is_chief else None,
       replica_monitor=training_graph.replica_progress and (
           replica_watch.ReplicaMonitor.for_task(

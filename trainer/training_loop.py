@@ -99,12 +99,16 @@ class TrainStepRunner:
     snapshots: optional `deployment.shard_snapshots.ShardSnapshots` (the
       chief's): its copies start with the first step of each session and
       stop when training ends or the session is given up.
+    on_new_session: optional callable(sess) run before the first step of
+      each session (the chief's `sync_replicas.ReplicaResizer`, a sync
+      joiner's announcement).
   """
 
   def __init__(self, number_of_steps=None, examples_per_step=0,
                log_every_n_steps=10, is_chief=True, saver=None,
                checkpoint_path=None, on_finish=None, step_after_update=None,
-               faults=None, replica_monitor=None, startup_delay_steps=0, snapshots=None):
+               faults=None, replica_monitor=None, startup_delay_steps=0, snapshots=None,
+               on_new_session=None):
     self._number_of_steps = number_of_steps or None
     self._examples_per_step = examples_per_step
     self._log_every_n_steps = log_every_n_steps
@@ -116,6 +120,8 @@ class TrainStepRunner:
     self._faults = faults or fault_runtime.TaskFaults()
     self._replica_monitor = replica_monitor
     self._snapshots = snapshots
+    self._on_new_session = on_new_session
+    self._last_session = None  # The session `on_new_session` last ran for.
     self._startup_delay_steps = startup_delay_steps if not is_chief else 0
     self._sigterm = self._faults.sigterm_grace(is_chief, self.request_preemption)
     self._session = None  # The BoundedSession of the Supervisor's current session.
@@ -194,7 +200,10 @@ class TrainStepRunner:
     # The final checkpoint and the close still need the ps: bound them too.
     self._faults.step_done(step, ending=True)
     if self._replica_monitor is not None:
-      self._replica_monitor.stop()
+      if self._preempted is not None and not self._is_chief:
+        self._replica_monitor.leave(sess)  # removed: nobody is to wait for this replica
+      else:
+        self._replica_monitor.stop()
     if self._snapshots is not None:
       self._snapshots.stop()  # Before the final checkpoint and the close.
     logging.info('training finished at global step %d', step)
@@ -269,7 +278,8 @@ class TrainStepRunner:
     return self._session
 
   def _watch_session(self, sess, global_step):
-    """Before a step: end a recovery in progress, start the replica monitor and the snapshots."""
+    """Before a step: end a recovery in progress, start the replica monitor and the
+    snapshots, run `on_new_session` once per session."""
     recovery = self._faults.recovery
     if recovery is not None and recovery.recovering:
       recovery.resumed(int(sess.run(global_step)))
@@ -277,4 +287,7 @@ class TrainStepRunner:
       self._replica_monitor.start(sess)
     if self._snapshots is not None:
       self._snapshots.start(sess)  # Once per session: the thread copies beside the steps.
+    if self._on_new_session is not None and sess is not self._last_session:
+      self._last_session = sess
+      self._on_new_session(sess)
 

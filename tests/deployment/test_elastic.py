@@ -59,7 +59,7 @@ def test_a_grown_worker_list_is_accepted_only_when_resizable(running_job):
       'job "worker" grew from 1 to 2 task(s)')
   with pytest.raises(cluster_check.ClusterMismatchError) as error:
     cluster_check.compare_with_chief(config, chiefs, resizable=False,
-                                     fixed_workers_reason=elastic.SYNC_REASON)
+                                     fixed_workers_reason='replicas_to_aggregate is fixed')
   message = str(error.value)
   assert 'job "worker" has 2 task(s) here and 1 at the chief' in message
   assert 'replicas_to_aggregate is fixed' in message
@@ -74,7 +74,7 @@ def test_a_different_ps_list_is_refused_even_when_resizable(running_job):
   message = str(error.value)
   assert ('job "ps" task 0: this task has 127.0.0.1:1, the chief has %s'
           % running_job['cluster']['ps'][0]) in message
-  assert 'only the worker list of an asynchronous job may differ' in message
+  assert 'only the worker list of a resizable job may differ' in message
   assert not config.is_joining
 
 

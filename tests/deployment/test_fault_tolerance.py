@@ -520,6 +520,34 @@ def test_replica_monitor_names_the_silent_replica_that_took_the_last_token():
                             'global step 1 in ')
 
 
+def test_a_replica_that_left_on_purpose_is_not_waited_for_until_it_delivers_again():
+  graph, global_step, progress, stamps, advance = _replica_graph()
+  timed_out = threading.Event()
+  with tf.compat.v1.Session(graph=graph) as sess:
+    sess.run(tf.compat.v1.global_variables_initializer())
+    sess.run(list(stamps.values()))
+    # Worker 1 is removed (a scale-down): it records that it leaves, then the job goes on.
+    leaver = replica_watch.ReplicaMonitor(progress, global_step, timeout_secs=0.5,
+                                          on_timeout=lambda *unused: None,
+                                          replica_name='/job:worker/task:1')
+    leaver.leave(sess)
+    assert progress.left(sess) == {'/job:worker/task:1'}
+    sess.run(advance)
+    sess.run([stamps['/job:chief/task:0'], stamps['/job:worker/task:0']])
+    monitor = replica_watch.ReplicaMonitor(progress, global_step, timeout_secs=0.5,
+                                           on_timeout=lambda *unused: timed_out.set(),
+                                           poll_secs=0.1)
+    monitor.start(sess)
+    assert not timed_out.wait(2.0)  # 4 timeouts long: worker 1 is not missing
+    # Back in the job, it delivers: waited for again.
+    sess.run(stamps['/job:worker/task:1'])
+    assert progress.left(sess) == set()
+    sess.run(advance)
+    sess.run([stamps['/job:chief/task:0'], stamps['/job:worker/task:0']])
+    assert timed_out.wait(30)
+    monitor.stop()
+
+
 def test_replica_monitor_ignores_the_end_of_training():
   graph, global_step, progress, _, advance = _replica_graph()
   timed_out = threading.Event()

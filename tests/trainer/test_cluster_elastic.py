@@ -9,8 +9,9 @@ Real processes on loopback ports, no task of the running job restarted:
 * a worker removed by SIGTERM exits 143 within `termination_grace_secs` and the chief
   logs `worker:1 left (1 workers)`; another worker killed -9 mid-step is no event: the
   chief and the ps train on; a joiner removed before its first step leaves the same way;
-* a sync-replicas job refuses a worker with a grown worker list (exit 1), saying that
-  `replicas_to_aggregate` is fixed;
+* a sync-replicas job counts a worker removed by SIGTERM out of its rounds (`sync
+  replicas: 2 replicas, a round takes 2 gradients`) and waits for it no more, then
+  counts a worker that joins in;
 * across network namespaces (each task its own host, `slow`): a worker joins, then
   leaves by SIGTERM, while the job trains on.
 
@@ -220,21 +221,50 @@ def test_across_network_namespaces_a_worker_joins_then_leaves(tmp_path, data, ne
     _sigterm_job(group, tasks)
 
 
-def test_a_sync_job_refuses_a_grown_worker_list(tmp_path, data):
+def test_a_sync_job_counts_a_worker_that_leaves_and_one_that_joins(tmp_path, data):
+  """Sync replicas, 3 replicas of 3: worker 1 is removed, then worker 2 joins."""
   train_dir = str(tmp_path / 'train')
-  config = _config(tmp_path, data, sync_replicas=True, replicas_to_aggregate=2)
-  cluster = cluster_util.local_cluster(num_workers=1, num_ps=1, chief=True)
-  new_worker, = cluster_util.local_cluster(num_workers=1)['worker']
-  grown = dict(cluster, worker=cluster['worker'] + [new_worker])
+  replica_timeout = 10
+  # A replica's batch is batch_size / replicas_to_aggregate as configured (2), whatever
+  # the count later.
+  config = _config(tmp_path, data, sync_replicas=True, replicas_to_aggregate=3, batch_size=6,
+                   replica_timeout_secs=replica_timeout)
+  cluster = cluster_util.local_cluster(num_workers=2, num_ps=1, chief=True)
+  grown = dict(cluster, worker=cluster['worker'] + cluster_util.local_cluster(
+      num_workers=1)['worker'])
   with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
-    _start(group, cluster, 'ps', 0, config, train_dir)
-    chief = _start(group, cluster, 'chief', 0, config, train_dir)
-    joiner = _start(group, grown, 'worker', 1, config, train_dir)
-    assert group.wait(joiner, timeout=_START_SECS) == exit_codes.PERMANENT, group.logs()
-    output = joiner.output()
-    assert 'job "worker" has 2 task(s) here and 1 at the chief' in output, output[-3000:]
-    assert 'replicas_to_aggregate is fixed' in output
-    assert chief.poll() is None, group.logs()
+    tasks = lib.start_tasks(group, cluster, config, train_dir)
+    for name in ('chief0', 'worker0', 'worker1'):
+      lib.wait_for_step(group, tasks[name], 5, timeout=_START_SECS)
+    chief = tasks['chief0']
+    assert 'sync replicas: 3 replicas, a round takes 3 gradients' in chief.output()
+
+    # A scale-down: worker 1 leaves; the rounds take 2 gradients from then on, and no
+    # task waits for it (well past replica_timeout_secs, nobody exits).
+    os.killpg(tasks.pop('worker1').pid, signal.SIGTERM)
+    group.wait_for_output(chief, r'worker:1 left \(1 workers\)', _GRACE_SECS + _MARGIN_SECS)
+    group.wait_for_output(chief, r'sync replicas: 2 replicas, a round takes 2 gradients',
+                          _MARGIN_SECS)
+    left_at = _last_step(chief)
+    time.sleep(2 * replica_timeout)
+    lib.wait_for_step(group, chief, left_at + 10, timeout=_START_SECS)
+    lib.wait_for_step(group, tasks['worker0'], left_at + 10, timeout=_START_SECS)
+    assert all(task.poll() is None for task in tasks.values()), group.logs()
+
+    # A scale-up: worker 2 joins; the rounds take its gradients too.
+    tasks['worker2'] = _start(group, grown, 'worker', 2, config, train_dir)
+    group.wait_for_output(chief, r'worker:2 joined \(2 workers\)', _START_SECS)
+    group.wait_for_output(chief, r'sync replicas: 3 replicas, a round takes 3 gradients'
+                          r'(?s:.*)sync replicas: 3 replicas', _MARGIN_SECS)
+    first = lib.wait_for_step(group, tasks['worker2'], 1, timeout=_START_SECS)
+    lib.wait_for_step(group, tasks['worker2'], first + 10, timeout=_START_SECS)
+    joined_at = _last_step(chief)
+    lib.wait_for_step(group, chief, joined_at + 10, timeout=_START_SECS)
+    for task in tasks.values():
+      assert task.poll() is None, group.logs()
+      assert 'no gradients from' not in task.output(), task.output()[-3000:]
+    assert not re.search(r'Traceback|starting a new session', chief.output())
+    _sigterm_job(group, tasks)
 
 
 if __name__ == '__main__':
