@@ -49,7 +49,7 @@ SIGKILLed or crashes no task is left running on its own; the signals it can
 catch stop the job gracefully as above.
 
 While the job runs, SIGUSR1 to the launcher adds a worker and SIGUSR2 removes
-the newest one (an asynchronous job trains on; deployment/launch_resize.py).
+the newest one (the job trains on; deployment/launch_resize.py).
 
 `--evaluator` adds an evaluator task: trainer.eval on the program's
 --train_dir for trainer.train, the program itself otherwise. Like the

@@ -1,6 +1,6 @@
 """Adding and removing workers of a job that `deployment.launch` runs, while it runs.
 
-An asynchronous ps job accepts workers that join and leave (deployment/elastic.py). The
+A ps job of the legacy trainer accepts workers that join and leave (deployment/elastic.py). The
 local launcher does for its job what raising or lowering `replicas` does on Kubernetes,
 driven by two signals to the launcher process:
 
