@@ -134,7 +134,7 @@ class SyncReplicasOptimizer(tf.compat.v1.train.SyncReplicasOptimizer):
     super().__init__(opt, replicas_to_aggregate, total_num_replicas=total_num_replicas,
                      **kwargs)
     self._resizable = resizable
-    self.counts = None  # The _ReplicaCounts of a resizable optimizer, once applied.
+    self.counts = None  # A resizable optimizer's _ReplicaCounts, built by apply_gradients.
 
   def apply_gradients(self, grads_and_vars, global_step=None, name=None):
     """As the base class; then swaps in the polling chief queue runner."""
