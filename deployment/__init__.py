@@ -20,10 +20,11 @@ Map:
   the ps tasks and the chief at startup, the ps serving loop, and the one
   "training done" signal both workflows (`trainer.train`, the Estimator's
   `train_and_evaluate`) send to the ps tasks.
-* `elastic.py`: workers that join and leave a running asynchronous ps job
-  (a joiner's server and sessions, the chief's membership log).
+* `elastic.py`: workers that join and leave a running ps job (a joiner's
+  server and sessions, the chief's membership log).
 * `sync_replicas.py`: a `SyncReplicasOptimizer` whose chief stops cleanly
-  after the last step and releases the workers.
+  after the last step and releases the workers, and whose replica counts
+  the chief may change while the job runs (`ReplicaResizer`).
 * `launch.py`: `python -m deployment.launch`, a whole cluster as local
   processes (restart policies, merged log, SIGTERM forwarding), also from a
   TFJob or JobSet manifest; `tfjob.py`: writes Kubernetes manifests (TFJob,
