@@ -229,10 +229,6 @@ class ReplicaResizer(object):
     self._optimizer = None
     self._applied = None
 
-  @property
-  def replicas(self):
-    return self._replicas
-
   def attach(self, sess, optimizer):
     """Applies the current count to the session `sess` of a resizable `optimizer`."""
     with self._lock:

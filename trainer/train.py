@@ -301,7 +301,9 @@ class _SyncMembers(object):
     self._training_graph = training_graph
     # The chief (or master) is a replica too: the training tasks beyond the workers.
     self._chiefs = cluster.num_worker_replicas - len(cluster.cluster.get('worker', []))
-    self._resizer = sync_replicas.ReplicaResizer(cluster.num_worker_replicas)
+    # Only the chief sets the counts.
+    self._resizer = sync_replicas.ReplicaResizer(cluster.num_worker_replicas) if (
+        is_chief) else None
     self._announced = False
 
   def workers_changed(self, workers):
