@@ -36,7 +36,9 @@ a replica that left goes on at once. The number of backup replicas stays
 what the configuration gave (`total_num_replicas - replicas_to_aggregate`).
 
 Differs on purpose from TF's optimizer: the chief can stop, workers get a
-last token, and (resizable) the replica counts are variables.
+last token, the token queue stays open when the chief's session ends (a new
+session of the chief goes on with it), and (resizable) the replica counts are
+variables.
 """
 
 import threading
@@ -57,19 +59,25 @@ class _PollingQueueRunner(tf.compat.v1.train.QueueRunner):
     self._ready_op = ready_op
 
   def create_threads(self, sess, coord=None, daemon=False, start=False):
-    """Starts one polling thread (and the usual close-on-stop thread)."""
-    threads = [threading.Thread(target=self._loop, args=(sess, coord),
-                                name='SyncReplicasChiefUpdates')]
+    """Starts the polling thread; returns it in a list.
+
+    Unlike TF's queue runner it never closes the token queue when the
+    coordinator stops: the queue lives on the ps and outlives the chief's
+    session. tf-slim answers an AbortedError with a new session on the same
+    graph ("Retrying training!"), whose first tokens a closed queue refuses;
+    and a worker waiting for a token would stop training (OutOfRangeError)
+    although the job goes on. Workers get their last tokens from
+    `release_workers`; a worker whose chief is gone exits through its chief
+    watch.
+    """
+    thread = threading.Thread(target=self._loop, args=(sess, coord),
+                              name='SyncReplicasChiefUpdates')
     if coord is not None:
-      threads.append(threading.Thread(target=self._close_on_stop,
-                                      args=(sess, self.cancel_op, coord)))
-    for thread in threads:
-      if coord is not None:
-        coord.register_thread(thread)
-      thread.daemon = daemon
-      if start:
-        thread.start()
-    return threads
+      coord.register_thread(thread)
+    thread.daemon = daemon
+    if start:
+      thread.start()
+    return [thread]
 
   def _loop(self, sess, coord):
     try:

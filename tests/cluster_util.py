@@ -34,6 +34,7 @@ tests/conftest.py creates the network and removes it after the test):
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -157,9 +158,27 @@ class ProcessGroup(object):
   def __enter__(self):
     return self
 
-  def __exit__(self, *unused_exc):
+  def __exit__(self, exc_type, *unused_exc):
     self.kill_all()
+    if exc_type is not None:
+      self._keep_logs_for_bazel()
     return False
+
+  def _keep_logs_for_bazel(self):
+    """After a failure under `bazel test`, copies every log where bazel keeps them.
+
+    Bazel deletes the test's temporary directory; files in
+    TEST_UNDECLARED_OUTPUTS_DIR end up in bazel-testlogs/<target>/test.outputs/,
+    so a failure seen only under bazel still shows each task's whole log
+    (pytest shortens the one in its assertion message).
+    """
+    outputs = os.environ.get('TEST_UNDECLARED_OUTPUTS_DIR')
+    if not outputs or not os.path.isdir(self._log_dir):
+      return
+    name = '%s-%d' % (os.path.basename(os.path.dirname(os.path.abspath(self._log_dir))),
+                      os.getpid())
+    shutil.copytree(self._log_dir, os.path.join(outputs, 'failed_task_logs', name),
+                    dirs_exist_ok=True)
 
   @property
   def processes(self):

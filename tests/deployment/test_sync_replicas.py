@@ -167,5 +167,40 @@ def test_backup_replicas_stay_what_the_configuration_gave(cluster):
   assert counts.read(chief.sess) == (2, 3)
 
 
+def test_a_chief_session_ended_by_an_error_leaves_the_job_trainable_in_a_new_one(cluster):
+  # What tf-slim does after an AbortedError in the chief's session ("Retrying
+  # training!"): the chief's coordinator stops with the error, then a new session on
+  # the same graph runs the init ops and the first tokens again. TF's queue runner
+  # closed the token queue on that stop, so the new session's first tokens failed
+  # (`FIFOQueue 'sync_token_q' is closed`) and a worker waiting for a token stopped
+  # training with OutOfRangeError.
+  chief = _Replica(cluster[1].target, 0, replicas=2)
+  other = _Replica(cluster[2].target, 1, replicas=2)
+  coord, threads = _start_chief(chief)
+  other.sess.run(other.optimizer.local_step_init_op)
+  both = _Training(chief, [chief, other])
+  assert both.wait_for_step(5)
+  both.stop()
+  try:
+    raise tf.errors.AbortedError(None, None, 'a session aborted')
+  except tf.errors.AbortedError as e:
+    coord.request_stop(e)
+  with pytest.raises(tf.errors.AbortedError):
+    coord.join(threads, stop_grace_period_secs=5)
+  chief.sess.close()
+
+  chief.sess = tf.compat.v1.Session(cluster[1].target, graph=chief.graph)
+  before = chief.global_step_value()
+  coord, threads = _start_chief(chief)
+  try:
+    both = _Training(chief, [chief, other])
+    assert both.wait_for_step(before + 5), both.errors
+    both.stop()
+  finally:
+    coord.request_stop()
+    chief.optimizer.release_workers(chief.sess)
+    coord.join(threads, stop_grace_period_secs=5)
+
+
 if __name__ == '__main__':
   sys.exit(pytest.main([__file__, '-q']))

@@ -1,0 +1,58 @@
+"""tests/cluster_util.ProcessGroup keeps a failed test's task logs where bazel keeps outputs.
+
+Bazel deletes a test's temporary directory; a cluster failure seen only under
+`bazel test` needs each task's whole log to be diagnosed.
+"""
+
+import os
+import sys
+
+import pytest
+
+from tests import cluster_util
+from tests import fork_server
+
+
+@pytest.fixture
+def task_script(tmp_path, monkeypatch):
+  # A plain process: the fork server's TensorFlow import would only slow this down.
+  monkeypatch.setenv(fork_server.DISABLE_ENV, '0')
+  script = tmp_path / 'task.py'
+  script.write_text('print("task output line")\n')
+  return str(script)
+
+
+def _run_group(log_dir, script, fail):
+  with cluster_util.ProcessGroup(log_dir) as group:
+    task = group.start('worker0', script=script)
+    assert group.wait(task, timeout=60) == 0
+    if fail:
+      raise AssertionError('the test failed here')
+
+
+def test_a_failed_group_copies_its_logs_to_the_bazel_outputs(tmp_path, task_script,
+                                                             monkeypatch):
+  outputs = tmp_path / 'outputs'
+  outputs.mkdir()
+  monkeypatch.setenv('TEST_UNDECLARED_OUTPUTS_DIR', str(outputs))
+  with pytest.raises(AssertionError, match='the test failed here'):
+    _run_group(str(tmp_path / 'case' / 'logs'), task_script, fail=True)
+  kept = outputs / 'failed_task_logs' / ('case-%d' % os.getpid()) / 'worker0.log'
+  assert kept.read_text() == 'task output line\n'
+
+
+def test_a_passing_group_or_one_outside_bazel_copies_nothing(tmp_path, task_script,
+                                                             monkeypatch):
+  outputs = tmp_path / 'outputs'
+  outputs.mkdir()
+  monkeypatch.setenv('TEST_UNDECLARED_OUTPUTS_DIR', str(outputs))
+  _run_group(str(tmp_path / 'passed' / 'logs'), task_script, fail=False)
+  assert not os.listdir(outputs)
+  monkeypatch.delenv('TEST_UNDECLARED_OUTPUTS_DIR')
+  with pytest.raises(AssertionError):
+    _run_group(str(tmp_path / 'failed' / 'logs'), task_script, fail=True)
+  assert not os.listdir(outputs)
+
+
+if __name__ == '__main__':
+  sys.exit(pytest.main([__file__, '-q']))
