@@ -234,6 +234,70 @@ def _chief_token(cluster):
   return -1 if ('chief' in jobs or 'master' in jobs) else 0
 
 
+def run_once_quietly(target, graph, config, fetch, failure):
+  """Runs `fetch` once in a new session on `target`; logs a failure, never raises.
+
+  For a task's last words to a peer that may be going away at the same moment
+  (a whole job ending): the session's close talks to the peer too, and a
+  peer gone between the run and the close made the close raise
+  (`DeadlineExceededError` after `config.operation_timeout_in_ms` when the
+  peer was the session's master) or wait for good (a ps of a session on this
+  task's own server), which ended a worker removed by SIGTERM with exit 1
+  instead of 143, or held it until its termination grace ran out.
+
+  Args:
+    target: the gRPC target of the session.
+    graph: the graph of `fetch`.
+    config: its `ConfigProto`; give it an `operation_timeout_in_ms`: the
+      bound of the run and of the close.
+    fetch: what to run.
+    failure: the start of the warning logged when the run or the close fails.
+
+  Returns:
+    True when the run succeeded (whatever the close did: left running past
+    the timeout, it goes on in a daemon thread).
+  """
+  try:
+    sess = tf.compat.v1.Session(target, graph=graph, config=config)
+  except tf.errors.OpError as e:
+    logging.warning('%s: %s', failure, e.message)
+    return False
+  ran = False
+  try:
+    sess.run(fetch, options=tf.compat.v1.RunOptions(
+        timeout_in_ms=config.operation_timeout_in_ms))
+    ran = True
+  except tf.errors.OpError as e:
+    logging.warning('%s: %s', failure, e.message)
+  _close_within(sess, config.operation_timeout_in_ms / 1000.0, failure)
+  return ran
+
+
+# Session closes left running in a thread; a process exiting with one should
+# skip the interpreter's teardown (`fault_tolerance.exit_process`).
+abandoned_closes = []
+
+
+def _close_within(sess, timeout_secs, failure):
+  """Closes `sess` in a thread; gives up waiting after `timeout_secs`, never raises.
+
+  A close whose peer is gone raises after the operation timeout when the peer
+  was the session's master, and waits for good when it was another task.
+  """
+  def close():
+    try:
+      sess.close()
+    except tf.errors.OpError as e:
+      logging.warning('%s (closing its session): %s', failure, e.message)
+  thread = threading.Thread(target=close, name='QuietSessionClose', daemon=True)
+  thread.start()
+  thread.join(timeout_secs)
+  if thread.is_alive():
+    abandoned_closes.append(thread)
+    logging.warning('%s (closing its session): no answer within %.0f s; going on',
+                    failure, timeout_secs)
+
+
 def signal_training_done(master, cluster, timeout_secs=60, status=FINISHED, reason=''):
   """Tells every ps task of `cluster` that this training task has stopped.
 
@@ -250,7 +314,7 @@ def signal_training_done(master, cluster, timeout_secs=60, status=FINISHED, reas
     return
   token = replica_token(cluster)
   this_task = '/job:%s/task:%d' % (cluster.task_type, cluster.task_index)
-  options = tf.compat.v1.RunOptions(timeout_in_ms=int(timeout_secs * 1000))
+  timeout_ms = int(timeout_secs * 1000)
   # One session per ps: a session spanning them all could not even be made
   # while one of them is cut off, and the others would never be told.
   for task_index, address in enumerate(cluster.cluster_spec.job_tasks('ps')):
@@ -260,14 +324,12 @@ def signal_training_done(master, cluster, timeout_secs=60, status=FINISHED, reas
       continue
     with tf.Graph().as_default() as graph:
       enqueue = _done_queue(task_index).enqueue([token, status, reason])
+      # The operation timeout bounds the close too, which waits for the ps.
       config = cluster.propagate_cluster(tf.compat.v1.ConfigProto(
-          device_filters=['/job:ps/task:%d' % task_index, this_task]))
-      with tf.compat.v1.Session(master, graph=graph, config=config) as sess:
-        try:
-          sess.run(enqueue, options=options)
-        except tf.errors.OpError as e:
-          logging.warning('could not tell ps task %d that training is done: %s',
-                          task_index, e.message)
+          device_filters=['/job:ps/task:%d' % task_index, this_task],
+          operation_timeout_in_ms=timeout_ms))
+      run_once_quietly(master, graph, config, enqueue,
+                       'could not tell ps task %d that training is done' % task_index)
   logging.info('told %d ps task(s) that %s:%d %s', cluster.num_ps_tasks, cluster.task_type,
                cluster.task_index, {FINISHED: 'finished training', PREEMPTED: 'was preempted',
                                     FAILED: 'ended the job (failed)',

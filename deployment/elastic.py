@@ -142,20 +142,18 @@ def announce(cluster, event, timeout_secs=10):
     logging.warning('could not tell the chief (%s) that worker %d %s: unreachable',
                     address, cluster.task_index, event)
     return False
-  with tf.Graph().as_default():
+  with tf.Graph().as_default() as graph:
     enqueue = _membership_queue(cluster).enqueue([message])
-    # The chief's own server runs it: it needs to know nothing about this worker.
-    with tf.compat.v1.Session('grpc://' + address,
-                              config=_chief_session_config(cluster)) as session:
-      try:
-        session.run(enqueue, options=tf.compat.v1.RunOptions(
-            timeout_in_ms=int(timeout_secs * 1000)))
-      except tf.errors.OpError as e:
-        logging.warning('could not tell the chief that worker %d %s: %s',
-                        cluster.task_index, event, e.message)
-        return False
-  logging.info('told the chief that worker %d %s', cluster.task_index, event)
-  return True
+  config = _chief_session_config(cluster)
+  config.operation_timeout_in_ms = min(config.operation_timeout_in_ms,
+                                       int(timeout_secs * 1000))
+  # The chief's own server runs it: it needs to know nothing about this worker.
+  told = cluster_runtime.run_once_quietly(
+      'grpc://' + address, graph, config, enqueue,
+      'could not tell the chief that worker %d %s' % (cluster.task_index, event))
+  if told:
+    logging.info('told the chief that worker %d %s', cluster.task_index, event)
+  return told
 
 
 class MembershipLog(object):

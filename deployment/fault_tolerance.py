@@ -148,7 +148,7 @@ def exit_process(code):
 
   A thread left inside TensorFlow can block the interpreter's shutdown.
   """
-  if _abandoned_closes:
+  if _abandoned_closes or cluster_runtime.abandoned_closes:
     _exit(code)
   sys.exit(code)
 
