@@ -273,8 +273,9 @@ def run_once_quietly(target, graph, config, fetch, failure):
   return ran
 
 
-# Session closes left running in a thread; a process exiting with one should
-# skip the interpreter's teardown (`fault_tolerance.exit_process`).
+# Session closes left running in a thread, here and by
+# `fault_tolerance.close_session`: a process exiting with one skips the
+# interpreter's teardown (`fault_tolerance.exit_process`).
 abandoned_closes = []
 
 

@@ -69,9 +69,6 @@ CHIEF_GONE_SECS = 5.0
 _TASK_RE = re.compile(r'/job:(\w+)/replica:\d+/task:(\d+)')
 # After this long, a slow Session.close() logs what it waits for (and again every period).
 CLOSE_REPORT_SECS = 5.0
-# Set once a close was abandoned: its thread is still inside TensorFlow.
-_abandoned_closes = []
-
 
 def exit_now(code, message):
   """Logs `message` and ends the process with `code` at once.
@@ -137,7 +134,7 @@ def close_session(close, timeout_secs, peers=(), after='training has ended'):
       return True
     logging.info('closing the training session: %.0f s so far; TensorFlow waits for %s',
                  time.time() - start, waiting_for)
-  _abandoned_closes.append(thread)
+  cluster_runtime.abandoned_closes.append(thread)
   logging.warning('gave up closing the training session after %.0f s (still waiting for %s); '
                   '%s, going on without it', timeout_secs, waiting_for, after)
   return False
@@ -148,7 +145,7 @@ def exit_process(code):
 
   A thread left inside TensorFlow can block the interpreter's shutdown.
   """
-  if _abandoned_closes or cluster_runtime.abandoned_closes:
+  if cluster_runtime.abandoned_closes:
     _exit(code)
   sys.exit(code)
 
