@@ -467,25 +467,6 @@ class BoundedSession(tf_session_lib.SessionInterface):
         self._session.close, self._faults.close_timeout_secs(), [name for name, _ in peers],
         after='the session broke on a lost peer' if recovering else 'training has ended')
 
-  def route_owner_close(self):
-    """Makes the next `close()` that the session's creator calls on it be this `close`.
-
-    tf-slim's `learning.train` closes the session its Supervisor created
-    itself (after the final checkpoint, or once a step failed on a lost
-    peer) and offers no way to hand it a wrapper for that: this is the one
-    place where the runtime reaches into the held session. Only that one
-    call is routed; a later one (`Session.__del__`) is the session's own, by
-    then a no-op.
-    """
-    session = self._session
-    if not self._faults.session_peers or 'close' in vars(session):
-      return
-
-    def close_once():
-      del session.close
-      self.close()
-    session.close = close_once
-
 
 def serve_ps(server, cluster, settings, chief_seen=True):
   """Runs a ps task until training is over.

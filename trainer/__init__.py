@@ -9,7 +9,9 @@ Map:
 * Legacy training: `trainer.py` (`train()` = `build_training_graph()` +
   `run_training()`), `train_settings.py` (`TrainSettings`: train()'s run
   settings as one object), `training_loop.py` (the step function, progress
-  and stopping), `train.py` (command line). `numerics.py` is the old import
+  and stopping), `supervised_loop.py` (the Supervisor sessions around it,
+  as `slim.learning.train` runs them, closed within the fault runtime's
+  bound), `train.py` (command line). `numerics.py` is the old import
   path of `core/numerics.py`; the gradient surgery and the fine-tune init_fn
   both workflows use are `core/gradient_surgery.py` and `core/fine_tune.py`.
   The cluster side (ps tasks, done signals, waiting for peers, sync replicas)

@@ -1,10 +1,11 @@
-"""The legacy training loop: clones, a batch queue and `slim.learning.train`.
+"""The legacy training loop: clones, a batch queue and a Supervisor loop.
 
 `train()` takes the same arguments as the Object Detection API's
 `legacy/trainer.py` and builds the same graph: a BatchQueue of augmented
 examples on the worker CPU, one model clone per device, clone losses and
 gradients aggregated by `deployment.model_deploy`, gradient surgery from the
-train config, and `slim.learning.train` driving a Supervisor.
+train config, and a Supervisor driven as `slim.learning.train` drives it
+(`trainer.supervised_loop`).
 
     from trainer import trainer
     trainer.train(create_tensor_dict_fn, create_model_fn, train_config,
@@ -26,6 +27,9 @@ Where we differ from the original, on purpose:
   and, by default, the global gradient norm is finite (core.numerics), so
   a NaN step leaves the variables (and the last checkpoint) intact, and the
   error names the step.
+* Closing a session (after the last step, or once a step failed on a lost
+  ps) is bounded by the fault runtime: `trainer.supervised_loop` runs the
+  Supervisor session as `slim.learning.train` does, but closes it itself.
 * One `Session.run` per step, with progress (loss, steps/sec, examples/sec,
   ETA) every `log_every_n_steps`; SIGTERM writes a checkpoint first.
 * `update_trainable_variables` is honoured; `use_mixed_precision`,
@@ -75,6 +79,7 @@ from deployment import model_deploy
 from deployment import replica_watch
 from deployment import shard_restore
 from deployment import sync_replicas
+from trainer import supervised_loop
 from trainer import train_settings
 from trainer import training_loop
 
@@ -451,7 +456,10 @@ def _build_summary_op(summaries, first_clone_scope):
 def run_training(training_graph, train_config, train_dir, master='', is_chief=True,
                  session_config_override=None, on_finish=None, startup_timeout_secs=600,
                  faults=None, on_new_session=None):
-  """Runs a `TrainingGraph` with `slim.learning.train` until num_steps or SIGTERM.
+  """Runs a `TrainingGraph` in Supervisor sessions until num_steps or SIGTERM.
+
+  `trainer.supervised_loop` drives the Supervisor as `slim.learning.train`
+  does, and closes each session through the fault runtime, within its bound.
 
   Args:
     training_graph: from `build_training_graph`.
@@ -506,12 +514,11 @@ def run_training(training_graph, train_config, train_dir, master='', is_chief=Tr
       if master and not is_chief:
         cluster_runtime.wait_for_model_ready(master, config, startup_timeout_secs)
       with runner.handle_sigterm(), faults.noting_lost_peers(lambda: runner.last_step):
-        slim.learning.train(
-            training_graph.train_tensor, logdir=train_dir, train_step_fn=runner,
-            master=master, is_chief=is_chief, session_config=config,
-            startup_delay_steps=0, init_fn=training_graph.init_fn,
+        supervised_loop.run_supervised(
+            training_graph.train_tensor, train_dir, step_fn=runner,
+            bounded_session_fn=runner.session_for, master=master, is_chief=is_chief,
+            session_config=config, init_fn=training_graph.init_fn,
             summary_op=training_graph.summary_op,
-            number_of_steps=train_config.num_steps or None,
             save_summaries_secs=train_config.save_summaries_secs,
             save_interval_secs=train_config.save_interval_secs,
             sync_optimizer=sync_optimizer, saver=training_graph.saver,
@@ -523,7 +530,7 @@ def run_training(training_graph, train_config, train_dir, master='', is_chief=Tr
 
 
 def _reopen_for_a_new_session(graph):
-  """Lets `slim.learning.train` run a graph that an earlier session ran.
+  """Lets `supervised_loop.run_supervised` run a graph that an earlier session ran.
 
   Its Supervisor finalizes the graph, and each call first adds its own
   initializer and ready ops. After a lost ps the task runs the same graph

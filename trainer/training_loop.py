@@ -1,4 +1,4 @@
-"""The per-step function slimtrain hands to `slim.learning.train`.
+"""The per-step function of the legacy trainer (a `train_step_fn` as `slim.learning.train` takes).
 
 `slim.learning.train_step` runs three `Session.run` calls per step (the train
 op, then `should_log`, then `should_stop`) and logs only seconds per step.
@@ -21,16 +21,20 @@ Python from the global step it fetched, and adds what long jobs need:
   shards of `deployment.shard_snapshots`) runs beside the steps; in a
   cluster, a step that does not finish
   within `TaskFaults.step_timeout_secs` (a partitioned ps) ends the task
-  retryable, and closing the session after the last step is bounded by the
-  termination grace and names the ps tasks it waits for when slow.
+  retryable. `session_for(sess)` is that `BoundedSession`:
+  `trainer.supervised_loop` closes each session through it, so the close
+  after the last step is bounded by the termination grace and names the ps
+  tasks it waits for when slow (`slim.learning.train` takes the runner too,
+  but closes its sessions itself, without a bound).
 
-Usage (trainer.trainer.train does this):
+Usage (trainer.trainer.run_training does this):
 
     runner = TrainStepRunner(number_of_steps=1000, examples_per_step=32,
                              log_every_n_steps=10, is_chief=True,
                              saver=saver, checkpoint_path=train_dir + '/model.ckpt')
     with runner.handle_sigterm():
-      slim.learning.train(train_op, train_dir, train_step_fn=runner, ...)
+      supervised_loop.run_supervised(train_op, train_dir, step_fn=runner,
+                                     bounded_session_fn=runner.session_for, ...)
     runner.raise_if_preempted()
 """
 
@@ -42,7 +46,6 @@ import tensorflow as tf
 
 from deployment import exit_codes
 from deployment import fault_runtime
-from deployment import fault_tolerance
 from trainer import numerics
 
 NAN_LOSS_MESSAGE = 'LossTensor is inf or nan.'
@@ -74,7 +77,7 @@ def _format_duration(seconds):
 
 
 class TrainStepRunner:
-  """A `train_step_fn` for `slim.learning.train`: one run per step.
+  """A step function for `supervised_loop` (or `slim.learning.train`): one run per step.
 
   Args:
     number_of_steps: stop once the global step reaches it; None = forever.
@@ -207,8 +210,6 @@ class TrainStepRunner:
     if self._snapshots is not None:
       self._snapshots.stop()  # Before the final checkpoint and the close.
     logging.info('training finished at global step %d', step)
-    # The Supervisor closes the session after its final checkpoint: bounded.
-    self._bounded(sess).route_owner_close()
     if self._on_finish is not None:
       self._on_finish(sess, step)
 
@@ -226,15 +227,9 @@ class TrainStepRunner:
       self._wait_for_startup_delay(sess, global_step)
     try:
       # A lost peer starts the recovery deadline (BoundedSession.run).
-      loss, step = self._bounded(sess).run(
+      loss, step = self.session_for(sess).run(
           [train_op, self._step_after_update
            if self._step_after_update is not None else global_step])
-    except fault_tolerance.PEER_ERRORS:
-      # The Supervisor closes this broken session next, and TensorFlow's close
-      # waits for the lost ps without a deadline (40 s and more after a ps that
-      # was down for 45 s came back): bounded, the recovery goes on at once.
-      self._bounded(sess).route_owner_close()
-      raise
     except tf.errors.InvalidArgumentError as e:
       cause = _numerics_failure(str(e.message))
       if cause is None:
@@ -265,8 +260,9 @@ class TrainStepRunner:
       return loss, True
     return loss, False
 
-  def _bounded(self, sess):
-    """The runtime's `BoundedSession` around `sess` (one per session the Supervisor makes).
+  def session_for(self, sess):
+    """The runtime's `BoundedSession` around `sess`, one per session: the steps
+    run through it, and `trainer.supervised_loop` closes the session with it.
 
     A lost peer leaves the step deadline running: `trainer.run_training`
     stops it once the Supervisor let go of the broken session.

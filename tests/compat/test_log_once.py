@@ -1,7 +1,7 @@
 """Command lines print each log message once, in absl's format (compat fix logging.one_format).
 
 Runs `python -m trainer.train` and `python -m trainer.export` as real
-processes and counts a message TF itself logs (the Supervisor's, the
+processes and counts a message TF itself logs (its SessionManager's, the
 SavedModel builder's) and one slimtrain logs.
 """
 
@@ -38,7 +38,7 @@ def trained(tmp_path):
 
 def test_train_prints_each_message_once_in_one_format(trained):
   _, _, output = trained
-  assert len(_lines_with(output, 'Finished training! Saving model')) == 1, output  # tf-slim's.
+  assert len(_lines_with(output, 'Done running local_init_op.')) == 1, output  # TF's.
   assert len(_lines_with(output, 'Writing pipeline config file to')) == 1, output  # slimtrain.
   assert not _lines_with(output, 'INFO:tensorflow:'), output
 
@@ -58,7 +58,7 @@ def test_without_the_fix_tf_messages_were_printed_twice(tmp_path):
   config = lib.write_pipeline_config(str(tmp_path), data, num_steps=2)
   output = _run(lib.MODULE, *lib.train_args(config, str(tmp_path / 'train')),
                 env_extra={'SLIMTRAIN_DISABLE_COMPAT': 'logging.one_format'})
-  assert len(_lines_with(output, 'Finished training! Saving model')) == 2, output
+  assert len(_lines_with(output, 'Done running local_init_op.')) == 2, output
 
 
 if __name__ == '__main__':
