@@ -20,6 +20,11 @@ Usage (trainer.trainer.run_training does this):
 
 Differs on purpose from `slim.learning.train`:
   * the session is closed by `bounded_session_fn(session).close()`;
+  * the chief writes its final checkpoint after the Supervisor's threads have
+    stopped, not before: a periodic save still in progress (the first one of
+    a short run on a loaded machine) could otherwise end last and leave the
+    `checkpoint` file naming an older step; an error a thread raised now
+    ends the run before that final checkpoint;
   * the step function decides logging and stopping itself: no
     `train_step_kwargs` ops are added to the graph and the step function is
     called with an empty dict;
@@ -163,10 +168,12 @@ def _train_in_one_session(supervisor, master, session_config, step_fn, bounded_s
       chief_sync.start(supervisor, session)
     loss = _run_steps(supervisor, step_fn, session, train_op, global_step)
     if supervisor.is_chief and supervisor.save_path:
-      logging.info('Finished training! Saving model to disk.')
-      supervisor.saver.save(session, supervisor.save_path, global_step=global_step)
+      # Threads first: a periodic save still running must not end after the
+      # final one (the `checkpoint` file would name the older step).
       supervisor.stop(threads, close_summary_writer=True,
                       ignore_live_threads=ignore_live_threads)
+      logging.info('Finished training! Saving model to disk.')
+      supervisor.saver.save(session, supervisor.save_path, global_step=global_step)
   except Exception as e:  # noqa: BLE001  (stop() below raises it again)
     supervisor.request_stop(e)
   finally:

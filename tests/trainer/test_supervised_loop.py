@@ -1,6 +1,8 @@
 """trainer.supervised_loop: the Supervisor loop of slim.learning.train, with a bounded close."""
 
 import sys
+import threading
+import time
 
 import pytest
 import tensorflow as tf
@@ -82,6 +84,38 @@ def test_trains_writes_the_final_checkpoint_and_closes_through_the_bound(tmp_pat
   names = {op.name for op in graph.get_operations()}
   assert {'init_ops/init', 'init_ops/init_all_tables', 'init_ops/group_deps'} <= names
   assert any(name.startswith('init_ops/report_uninitialized_variables/') for name in names)
+
+
+class _SlowFirstSaver(tf.compat.v1.train.Saver):
+  """A Saver whose first save (the Supervisor's periodic one) takes 2 s longer."""
+
+  first_save_started = threading.Event()
+
+  def save(self, sess, save_path, global_step=None, **kwargs):
+    if not isinstance(global_step, int):
+      global_step = int(sess.run(global_step))  # The step it saves: read first.
+    if not self.first_save_started.is_set():
+      self.first_save_started.set()
+      time.sleep(2)
+    return super().save(sess, save_path, global_step=global_step, **kwargs)
+
+
+def test_the_final_checkpoint_is_the_latest_even_after_a_slow_periodic_save(tmp_path):
+  logdir = str(tmp_path)
+  with tf.Graph().as_default():
+    train_op = _regression_graph()
+    saver = _SlowFirstSaver()
+    saver.first_save_started.clear()
+    step_fn, _ = _steps_until(5)
+
+    def after_the_periodic_save_began(*args):
+      assert saver.first_save_started.wait(30)
+      return step_fn(*args)
+    supervised_loop.run_supervised(train_op, logdir, after_the_periodic_save_began,
+                                   _RecordingBound(), saver=saver)
+  assert sorted(tf.train.get_checkpoint_state(logdir).all_model_checkpoint_paths)[-1:] == [
+      tf.train.latest_checkpoint(logdir)]
+  assert tf.train.latest_checkpoint(logdir).endswith('model.ckpt-5')
 
 
 def test_matches_slim_learning_train_step_for_step(tmp_path):
