@@ -30,6 +30,7 @@ ephemeral port, which loses the race above often enough on a busy machine to
 fail a cluster start ("Could not start gRPC server").
 """
 
+import contextlib
 import fcntl
 import json
 import os
@@ -73,7 +74,8 @@ def pick_unused_ports(count, host=LOOPBACK):
     raise ValueError('count must be >= 0, got %r' % (count,))
   if count == 0:
     return []
-  candidates = list(range(_LOWEST_PORT, _ephemeral_low()))
+  ephemeral_low = _ephemeral_low()
+  candidates = list(range(_LOWEST_PORT, ephemeral_low))
   random.SystemRandom().shuffle(candidates)
   with _reservation_table() as table:
     now = time.time()
@@ -90,7 +92,7 @@ def pick_unused_ports(count, host=LOOPBACK):
   raise RuntimeError(
       'only %d of %d ports free below the ephemeral range (%d-%d) on %s; '
       'reservations are in %s' % (len(picked), count, _LOWEST_PORT,
-                                  _ephemeral_low() - 1, host, RESERVATIONS_PATH))
+                                  ephemeral_low - 1, host, RESERVATIONS_PATH))
 
 
 def loopback_addresses(count):
@@ -118,42 +120,34 @@ def _bindable(host, port):
   return True
 
 
-class _reservation_table:
-  """Context manager: the table {port: time reserved} under an exclusive lock.
+@contextlib.contextmanager
+def _reservation_table():
+  """Yields the table {port: time reserved}, held under an exclusive lock.
 
   Changes made to the dict inside the block are written back on a normal exit.
   An unreadable table (e.g. a torn file from a killed writer) counts as empty.
-  Without a writable table the picks are still random and below the
+  Without a usable table file the picks are still random and below the
   ephemeral range, only not shared with other processes.
   """
-
-  def __enter__(self):
-    self._file = None
-    self.table = {}
+  try:
+    table_file = open(RESERVATIONS_PATH, 'a+')
+  except OSError:
+    yield {}
+    return
+  with table_file:  # Closing it releases the flock.
     try:
-      self._file = open(RESERVATIONS_PATH, 'a+')
-      fcntl.flock(self._file, fcntl.LOCK_EX)
-      self._file.seek(0)
-      text = self._file.read()
-      loaded = json.loads(text) if text.strip() else {}
-      if isinstance(loaded, dict):
-        self.table = loaded
+      fcntl.flock(table_file, fcntl.LOCK_EX)
+      table_file.seek(0)
+      text = table_file.read()
     except OSError:
-      self._close()
+      yield {}
+      return
+    try:
+      loaded = json.loads(text) if text.strip() else {}
     except ValueError:
-      pass
-    return self.table
-
-  def __exit__(self, exc_type, exc, tb):
-    if self._file is not None and exc_type is None:
-      self._file.seek(0)
-      self._file.truncate()
-      json.dump(self.table, self._file)
-      self._file.flush()
-    self._close()
-    return False
-
-  def _close(self):
-    if self._file is not None:
-      self._file.close()  # also releases the flock
-      self._file = None
+      loaded = {}
+    table = loaded if isinstance(loaded, dict) else {}
+    yield table
+    table_file.seek(0)
+    table_file.truncate()
+    json.dump(table, table_file)
