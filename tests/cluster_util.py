@@ -230,7 +230,7 @@ class ProcessGroup(object):
     self._processes.append(process)
     return process
 
-  def start_cluster(self, cluster, module, args=(), task_args=None, skip=()):
+  def start_cluster(self, cluster, module, args=(), task_args=None, skip=(), env=None):
     """Starts one `python -m module` per task of `cluster` with its TF_CONFIG.
 
     Args:
@@ -239,6 +239,7 @@ class ProcessGroup(object):
       args: arguments for every task.
       task_args: optional {'worker0': [...]} extra arguments per task name.
       skip: task names ('ps0', 'worker1', ...) not to start.
+      env: extra environment variables of every task.
 
     Returns:
       dict {task name: TaskProcess}, names like 'chief0', 'worker1', 'ps0'.
@@ -251,7 +252,7 @@ class ProcessGroup(object):
           continue
         extra = list((task_args or {}).get(name, ()))
         started[name] = self.start(name, tf_config(cluster, job, index), module=module,
-                                   args=list(args) + extra)
+                                   args=list(args) + extra, env=env)
     return started
 
   def wait_for_output(self, process, pattern, timeout):

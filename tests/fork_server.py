@@ -65,7 +65,9 @@ DISABLE_ENV = 'SLIMTRAIN_TEST_FORK_SERVER'
 IMPORT_TIME_VARIABLES = ('PYTHON', 'TF_', 'CUDA', 'KERAS', 'SLIMTRAIN_', 'OMP_', 'MKL',
                          'LD_', 'GRPC_', 'XLA_', 'NCCL', 'HOME')
 # Read at run time, never at import.
-RUN_TIME_VARIABLES = ('TF_CONFIG', 'PYTHONUNBUFFERED', DISABLE_ENV)
+RUN_TIME_VARIABLES = ('TF_CONFIG', 'PYTHONUNBUFFERED', DISABLE_ENV,
+                      # tests/compat/shipped_plugin.py's per-run files.
+                      'SLIMTRAIN_SHIPPED_REPORT', 'SLIMTRAIN_SHIPPED_XFAIL')
 PRELOADED_MODULES = ('numpy', 'tensorflow', 'core.compat', 'tf_slim', 'absl.app',
                      'google.protobuf.text_format')
 

@@ -14,6 +14,17 @@ from tests import fork_server
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def quick_env():
+  """The environment of a benchmark run by these tests: no GPU, quiet TF, the repo importable.
+
+  (One environment for every benchmark process, so one fork server forks them all.)
+  """
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='')
+  env['PYTHONPATH'] = os.pathsep.join(
+      [REPO_ROOT] + [p for p in [os.environ.get('PYTHONPATH')] if p])
+  return env
+
+
 def run_quick(module, *extra_args, timeout=600):
   """Runs `python -m module --quick`; returns its stdout (fails on a non-zero exit).
 
@@ -21,11 +32,8 @@ def run_quick(module, *extra_args, timeout=600):
   `benchmarks.distributed --quick` took 243 s with nothing else running and
   passed 300 s when other jobs shared the cores.
   """
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='')
-  env['PYTHONPATH'] = os.pathsep.join(
-      [REPO_ROOT] + [p for p in [os.environ.get('PYTHONPATH')] if p])
   result = fork_server.run([sys.executable, '-m', module, '--quick', *extra_args],
-                          cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+                          cwd=REPO_ROOT, env=quick_env(), stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, timeout=timeout, check=False)
   assert result.returncode == 0, '%s --quick failed:\n%s\n%s' % (
       module, result.stdout[-3000:], result.stderr[-5000:])

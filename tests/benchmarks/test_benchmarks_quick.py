@@ -9,13 +9,13 @@ check's predicted/measured column is its predicted rate over its measured
 median. Each script runs in its own process, as a user runs it.
 """
 
-import os
 import re
 import subprocess
 import sys
 
 import pytest
 
+from tests import fork_server
 from tests.benchmarks import quick_testlib
 
 REPO_ROOT = quick_testlib.REPO_ROOT
@@ -84,10 +84,9 @@ def test_clone_scaling_profile_reports_the_aggregation_time():
     'benchmarks.overhead', 'benchmarks.clone_scaling', 'benchmarks.distributed',
     'benchmarks.gpu_throughput', 'benchmarks.scaling_model'])
 def test_help_describes_quick(module):
-  result = subprocess.run([sys.executable, '-m', module, '--helpfull'], cwd=REPO_ROOT,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          timeout=120, check=False,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES=''))
+  result = fork_server.run([sys.executable, '-m', module, '--helpfull'], cwd=REPO_ROOT,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           timeout=120, check=False, env=quick_testlib.quick_env())
   # absl exits 1 after printing the help, so only the text is checked.
   assert '--quick' in result.stdout, result.stderr[-3000:]
 

@@ -24,9 +24,15 @@ import numpy as np
 import tensorflow as tf
 
 from tests import cluster_util
+from tests.trainer import paced_train_main
 from tools import dataset_util
 
 MODULE = 'trainer.train'
+# The same program, its steps paced: for jobs that train until the test stops them.
+PACED_MODULE = 'tests.trainer.paced_train_main'
+# 20 steps a second per task at most: a tenth or less of the CPU of a flat-out
+# small_cnn task on the test machines, and still a step every 50 ms to wait for.
+PACE_SECS = 0.2
 IMAGE_SIZE = 16
 NUM_CLASSES = 2
 _COLOURS = np.array([[220, 40, 40], [40, 40, 220]])
@@ -141,17 +147,31 @@ def train_args(config_path, train_dir, *extra):
           '--alsologtostderr'] + list(extra)
 
 
-def start_task(group, cluster, job, index, config_path, train_dir, extra=(), name=None):
-  """Starts one task of `cluster` running `python -m trainer.train`."""
+def _module_and_env(pace_secs):
+  """The module a task runs and its extra environment: paced or not."""
+  if not pace_secs:
+    return MODULE, None
+  return PACED_MODULE, {paced_train_main.PACE_ENV: repr(float(pace_secs))}
+
+
+def start_task(group, cluster, job, index, config_path, train_dir, extra=(), name=None,
+               pace_secs=None):
+  """Starts one task of `cluster` running `python -m trainer.train`.
+
+  `pace_secs` (e.g. `PACE_SECS`): each training step takes at least that long
+  (tests/trainer/paced_train_main.py), for a job that trains until told to stop.
+  """
+  module, env = _module_and_env(pace_secs)
   return group.start(name or '%s%d' % (job, index),
-                     cluster_util.tf_config(cluster, job, index), module=MODULE,
-                     args=train_args(config_path, train_dir, *extra))
+                     cluster_util.tf_config(cluster, job, index), module=module,
+                     args=train_args(config_path, train_dir, *extra), env=env)
 
 
-def start_tasks(group, cluster, config_path, train_dir, skip=()):
-  """Starts every task of `cluster`; returns {name: TaskProcess}."""
-  return group.start_cluster(cluster, MODULE, args=train_args(config_path, train_dir),
-                             skip=skip)
+def start_tasks(group, cluster, config_path, train_dir, skip=(), pace_secs=None):
+  """Starts every task of `cluster`; returns {name: TaskProcess} (`pace_secs`: start_task)."""
+  module, env = _module_and_env(pace_secs)
+  return group.start_cluster(cluster, module, args=train_args(config_path, train_dir),
+                             skip=skip, env=env)
 
 
 def checkpoint_steps(train_dir):

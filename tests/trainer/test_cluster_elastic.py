@@ -15,6 +15,11 @@ Real processes on loopback ports, no task of the running job restarted:
 * across network namespaces (each task its own host, `slow`): a worker joins, then
   leaves by SIGTERM, while the job trains on.
 
+The jobs train until the test ends them, paced to a step per 50 ms per task
+(tests/trainer/paced_train_main.py) so they leave the test machine's cores to the
+rest of the suite; the one whose worker is killed mid-step trains flat out, so the
+kill lands inside a step.
+
 Run them alone with `pytest -m cluster tests/trainer/test_cluster_elastic.py`.
 """
 
@@ -56,7 +61,9 @@ def _config(tmp_path, data, **overrides):
 
 
 def _start(group, cluster, job, index, config, train_dir, name=None):
-  return lib.start_task(group, cluster, job, index, config, train_dir, name=name)
+  # Paced: these jobs train until the test stops them (tests/trainer/paced_train_main.py).
+  return lib.start_task(group, cluster, job, index, config, train_dir, name=name,
+                        pace_secs=lib.PACE_SECS)
 
 
 def _last_step(process):
@@ -168,7 +175,7 @@ def test_a_joiner_removed_before_its_first_step_says_it_left(tmp_path, data):
   grown = dict(cluster, worker=cluster['worker'] + cluster_util.local_cluster(
       num_workers=1)['worker'])
   with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
-    tasks = lib.start_tasks(group, cluster, config, train_dir)
+    tasks = lib.start_tasks(group, cluster, config, train_dir, pace_secs=lib.PACE_SECS)
     lib.wait_for_step(group, tasks['chief0'], 5, timeout=_START_SECS)
     joiner = _start(group, grown, 'worker', 1, config, train_dir)
     group.wait_for_output(joiner, r'told the chief that worker 1 joined', _START_SECS)
@@ -199,7 +206,7 @@ def test_across_network_namespaces_a_worker_joins_then_leaves(tmp_path, data, ne
   train_dir = str(tmp_path / 'train')
   config = _config(tmp_path, data)
   with cluster_util.ProcessGroup(str(tmp_path / 'logs'), network=network) as group:
-    tasks = lib.start_tasks(group, cluster, config, train_dir)
+    tasks = lib.start_tasks(group, cluster, config, train_dir, pace_secs=lib.PACE_SECS)
     lib.wait_for_step(group, tasks['worker0'], 5, timeout=_START_SECS)
     step_before_join = _last_step(tasks['chief0'])
     tasks['worker1'] = _start(group, grown, 'worker', 1, config, train_dir)
@@ -233,7 +240,7 @@ def test_a_sync_job_counts_a_worker_that_leaves_and_one_that_joins(tmp_path, dat
   grown = dict(cluster, worker=cluster['worker'] + cluster_util.local_cluster(
       num_workers=1)['worker'])
   with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
-    tasks = lib.start_tasks(group, cluster, config, train_dir)
+    tasks = lib.start_tasks(group, cluster, config, train_dir, pace_secs=lib.PACE_SECS)
     for name in ('chief0', 'worker0', 'worker1'):
       lib.wait_for_step(group, tasks[name], 5, timeout=_START_SECS)
     chief = tasks['chief0']

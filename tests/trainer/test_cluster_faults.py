@@ -57,15 +57,20 @@ def data(tmp_path):
   return lib.write_colour_records(str(tmp_path / 'data'))
 
 
-def _start_job(group, config, train_dir, num_workers, num_ps, suffix='', extra=()):
-  """Starts chief + workers + ps of a fresh loopback cluster; returns {name: process}."""
+def _start_job(group, config, train_dir, num_workers, num_ps, suffix='', extra=(),
+               pace_secs=None):
+  """Starts chief + workers + ps of a fresh loopback cluster; returns {name: process}.
+
+  `pace_secs`: see cluster_testlib.start_task (for jobs that would train flat
+  out while the test waits).
+  """
   cluster = cluster_util.local_cluster(num_workers=num_workers, num_ps=num_ps, chief=True)
   tasks = {}
   for job in ('ps', 'chief', 'worker'):
     for index in range(len(cluster.get(job, []))):
       name = '%s%d%s' % (job, index, suffix)
       tasks[name] = lib.start_task(group, cluster, job, index, config, train_dir,
-                                   extra=extra, name=name)
+                                   extra=extra, name=name, pace_secs=pace_secs)
   return cluster, tasks
 
 
@@ -253,8 +258,9 @@ def test_ps_killed_and_restarted_only_its_shard_is_restored_and_training_reaches
     tmp_path, data, lost_ps, snapshot_secs):
   # Issue 28 items 1 and 2. replica_device_setter places the global step on ps 0.
   train_dir = str(tmp_path / 'train')
-  # Long enough that the kill lands mid-training even on a fast machine.
-  num_steps = 800
+  # Paced (cluster_testlib.PACE_SECS: 10 global steps a second at most with chief
+  # and worker), so the kill lands mid-training on any machine.
+  num_steps = 200
   # The recovery waits for the restarted ps and for gRPC's reconnection
   # backoff to it, which grows with the time the ps was down: 77 s seen when
   # the restarted ps took 38 s to start on a loaded machine. With snapshots
@@ -266,7 +272,8 @@ def test_ps_killed_and_restarted_only_its_shard_is_restored_and_training_reaches
                                      snapshot_interval_secs=snapshot_secs)
   lost, kept = '/job:ps/task:%d' % lost_ps, '/job:ps/task:%d' % (1 - lost_ps)
   with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
-    cluster, tasks = _start_job(group, config, train_dir, num_workers=1, num_ps=2)
+    cluster, tasks = _start_job(group, config, train_dir, num_workers=1, num_ps=2,
+                                pace_secs=lib.PACE_SECS)
     chief = tasks['chief0']
     lib.wait_until(lambda: lib.checkpoint_steps(train_dir) and max(
         lib.checkpoint_steps(train_dir)) >= (0 if snapshot_secs else 20), _START_SECS, group,
@@ -280,7 +287,7 @@ def test_ps_killed_and_restarted_only_its_shard_is_restored_and_training_reaches
     os.killpg(tasks['ps%d' % lost_ps].pid, signal.SIGKILL)
     group.wait(tasks['ps%d' % lost_ps], timeout=30)
     restarted = lib.start_task(group, cluster, 'ps', lost_ps, config, train_dir,
-                               name='ps%d_restarted' % lost_ps)
+                               name='ps%d_restarted' % lost_ps, pace_secs=lib.PACE_SECS)
     remaining = {n: t for n, t in tasks.items() if n != 'ps%d' % lost_ps}
     remaining['ps%d_restarted' % lost_ps] = restarted
     codes = lib.wait_all(group, remaining, timeout=180 + _EXIT_SECS + _MARGIN_SECS)
@@ -397,7 +404,9 @@ def test_chief_killed_workers_and_ps_exit_retryable_within_chief_timeout(tmp_pat
   config = lib.write_pipeline_config(str(tmp_path), data, num_steps=100000,
                                      log_every_n_steps=5, chief_timeout_secs=chief_timeout)
   with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
-    _, tasks = _start_job(group, config, train_dir, num_workers=1, num_ps=1)
+    # Paced: the worker trains on until it gives the chief up.
+    _, tasks = _start_job(group, config, train_dir, num_workers=1, num_ps=1,
+                          pace_secs=lib.PACE_SECS)
     lib.wait_for_step(group, tasks['worker0'], 10, timeout=_START_SECS)
     os.killpg(tasks['chief0'].pid, signal.SIGKILL)
     group.wait(tasks['chief0'], timeout=30)
