@@ -72,9 +72,10 @@ PRELOADED_MODULES = ('numpy', 'tensorflow', 'core.compat', 'tf_slim', 'absl.app'
                      'google.protobuf.text_format')
 
 _LENGTH = struct.Struct('!I')
-# Each server holds an imported TensorFlow (about 0.4 GB); a test process
-# rarely needs more than two environments.
-MAX_SERVERS = 2
+# Each server holds an imported TensorFlow (about 0.4 GB). A test process
+# (one xdist worker runs many files) needs up to three environments: the
+# cluster tasks' and benchmarks', the shipped tf-slim tests', and one more.
+MAX_SERVERS = 3
 
 _lock = threading.Lock()
 _servers = {}
