@@ -29,9 +29,9 @@ from tools import dataset_util
 
 MODULE = 'trainer.train'
 # The same program, its steps paced: for jobs that train until the test stops them.
-PACED_MODULE = 'tests.trainer.paced_train_main'
-# 20 steps a second per task at most: a tenth or less of the CPU of a flat-out
-# small_cnn task on the test machines, and still a step every 50 ms to wait for.
+PACED_MODULE = paced_train_main.__name__
+# 5 steps a second per task at most: a small part of the CPU of a flat-out
+# small_cnn task, and still 10-20 steps a second for a job to wait for.
 PACE_SECS = 0.2
 IMAGE_SIZE = 16
 NUM_CLASSES = 2

@@ -15,7 +15,7 @@ Real processes on loopback ports, no task of the running job restarted:
 * across network namespaces (each task its own host, `slow`): a worker joins, then
   leaves by SIGTERM, while the job trains on.
 
-The jobs train until the test ends them, paced to a step per 50 ms per task
+The jobs train until the test ends them, paced to a step per 0.2 s per task
 (tests/trainer/paced_train_main.py) so they leave the test machine's cores to the
 rest of the suite; the one whose worker is killed mid-step trains flat out, so the
 kill lands inside a step.
