@@ -63,6 +63,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CUDA_INSTALL = 'tensorflow[and-cuda]==2.21.*'
 TOTAL_BUDGET_S = 540  # 9 minutes, all steps.
 MARGIN_S = 15  # Kept back for the summary and for killing a late step.
+STACKS_BEFORE_BUDGET_S = 8  # A step dumps its threads' stacks this long before its kill.
 A100_AMP_XLA_ANCHOR = 2375.0  # NVIDIA's TF1 ResNet-50, one A100, AMP+XLA, img/s.
 TRAINER_OVER_RAW_GOAL = 0.98
 CUDA_CACHE_PATH = '/tmp/slimtrain_gpu_check_cuda_cache'  # Not under $OUT: it stays there.
@@ -112,6 +113,10 @@ def parse_args(argv):
   parser.add_argument('--throughput_variants', default='fp32,mixed,xla,mixed_xla',
                       help='Step 2\'s variants, in the order measured (a short budget '
                            'cuts the last ones).')
+  parser.add_argument('--step_budget_s', '--step-budget-s', action='append', default=[],
+                      metavar='STEP=SECONDS',
+                      help='A step\'s own budget on the GPU instead of its default (repeatable; '
+                           'the total budget still caps it).')
   parser.add_argument('--install_cuda', '--install-cuda', action='store_true',
                       help="First pip install '%s' into this Python." % CUDA_INSTALL)
   parser.add_argument('--bundle', default=None,
@@ -127,6 +132,17 @@ def parse_args(argv):
   unknown = sorted(set(args.steps) - set(STEP_NAMES))
   if unknown:
     parser.error('--steps: unknown %s (known: %s)' % (', '.join(unknown), ', '.join(STEP_NAMES)))
+  budgets = {}
+  for item in args.step_budget_s:
+    name, _, seconds = item.partition('=')
+    try:
+      budgets[name] = float(seconds)
+    except ValueError:
+      parser.error('--step_budget_s=%s: want STEP=SECONDS' % item)
+    if name not in STEP_NAMES or budgets[name] <= 0:
+      parser.error('--step_budget_s=%s: want one of %s and seconds > 0'
+                   % (item, ', '.join(STEP_NAMES)))
+  args.step_budget_s = budgets
   return args
 
 
@@ -257,8 +273,12 @@ def run_steps_module(args, name, budget_s, log_path):
   json_path = os.path.join(args.output_dir, '%s.json' % name)
   # As a script, not `-m benchmarks...`: the package's __init__ imports TensorFlow, and
   # the env step must still report when TensorFlow cannot be imported.
+  # The step prints every thread's stack shortly before its budget ends, so a
+  # step that hangs says where.
   command = [args.python, os.path.join(REPO_ROOT, 'benchmarks', 'gpu_check_steps.py'), name,
-             '--result_json=%s' % json_path] + (['--dry_run'] if args.dry_run else [])
+             '--result_json=%s' % json_path,
+             '--stacks_after_s=%.0f' % max(1.0, budget_s - STACKS_BEFORE_BUDGET_S)] + (
+                 ['--dry_run'] if args.dry_run else [])
   code, _ = run_process(command, log_path, budget_s, step_env(args.dry_run))
   if code is None:
     return {'status': 'timeout', 'figures': {}, 'notes': 'killed at the step budget'}
@@ -291,7 +311,7 @@ def run_check(args):
   no_gpu_reason = None
   for name, number, title, gpu_budget, dry_budget in STEPS:
     record = {'number': number, 'title': title, 'log': '%s.log' % name}
-    budget = dry_budget if args.dry_run else gpu_budget
+    budget = dry_budget if args.dry_run else args.step_budget_s.get(name, gpu_budget)
     if budget is None:  # The last step gets what is left.
       budget = (total - (time.perf_counter() - started) - MARGIN_S) if total else dry_budget
     if total:

@@ -47,6 +47,7 @@ export (those run in `make demo` and its tests).
 import argparse
 import contextlib
 import copy
+import faulthandler
 import functools
 import json
 import logging
@@ -207,6 +208,8 @@ def run_multi_clone(dry_run, work_dir):
     if mode == 'replicated':
       summary['all_reduce'] = replicated.choose_all_reduce(devices)
     figures[mode] = summary
+    progress('multi_clone', '%s: global step %d, last loss %.3f' % (
+        mode, global_step, summary['final_loss']), started)
     ok = ok and summary['finite'] and summary['decreasing'] and global_step == sizes['steps']
   return {'status': 'pass' if ok else 'fail', 'figures': figures,
           'notes': 'pass: in both modes every logged loss is finite, the mean of the last '
@@ -309,8 +312,11 @@ def _train_recording(configs, devices, session_config, dry_run, steps, mixed, in
   """
   tf = _tf()
   from trainer import trainer  # noqa: PLC0415
+  started = time.perf_counter()
+  label = 'mixed_precision %s' % ('mixed' if mixed else 'fp32')
   graph, train_config = build_graph(configs, devices, dry_run, mixed=mixed,
                                     inf_gradient_at=inf_at)
+  progress(label, 'graph built', started)
   with trainer.mixed_precision_ends_with(train_config):
     with graph.graph.as_default():
       scales = [v for v in tf.compat.v1.global_variables()
@@ -318,6 +324,7 @@ def _train_recording(configs, devices, session_config, dry_run, steps, mixed, in
       probe = tf.compat.v1.trainable_variables()[0]
       probe_sum = tf.reduce_sum(tf.abs(probe.read_value()))
     sess = _session(graph.graph, train_config, session_config)
+    progress(label, 'session ready, variables initialised', started)
     # probe[i] and loss_scales[i] are read before run i (and after run i - 1).
     record = {'losses': [], 'global_steps': [], 'loss_scales': [], 'probe': []}
 
@@ -339,6 +346,8 @@ def _train_recording(configs, devices, session_config, dry_run, steps, mixed, in
           record['losses'].append(float(loss))
           record['global_steps'].append(int(global_step))
         read_state()
+        if run in (1, 2) or run % 50 == 0:
+          progress(label, 'run %d done' % run, started)
     return record
 
 
@@ -449,6 +458,7 @@ def run_input_pipeline(dry_run, work_dir):
   devices, session_config = devices_and_config(dry_run, 1)
   tf.compat.v1.disable_eager_execution()
   threads = os.cpu_count() or 2
+  started = time.perf_counter()
   configs = shapes_configs(work_dir, sizes['images'], 10 ** 6, sizes['batch'])
   configs['train_config'].num_batch_queue_threads = threads
   graph, train_config = build_graph(configs, devices, dry_run)
@@ -458,12 +468,15 @@ def run_input_pipeline(dry_run, work_dir):
   inputs = list(dequeues[0].outputs)
   batch, steps = sizes['batch'], sizes['steps']
   sess = _session(graph.graph, train_config, session_config)
+  progress('input_pipeline', 'session ready, variables initialised', started)
   rates = {'queue_fed': [], 'compute_only': [], 'dequeue_only': []}
   utilisation = []
   with running_queues(sess):
     train = sess.make_callable([graph.train_tensor])
-    for _ in range(sizes['warmup']):
+    for run in range(1, sizes['warmup'] + 1):
       train()
+      if run in (1, 2):
+        progress('input_pipeline', 'warm-up step %d done' % run, started)
     saved = sess.run(inputs)
     fed = sess.make_callable([graph.train_tensor], feed_list=inputs)
     dequeue = sess.make_callable(inputs)
@@ -477,6 +490,8 @@ def run_input_pipeline(dry_run, work_dir):
       with GpuUtilisation() as sampler:
         rates['queue_fed'].append(_rate(train, steps, batch))
       utilisation.extend(sampler.samples)
+      progress('input_pipeline', 'repeat done: %s' % {
+          name: round(values[-1], 1) for name, values in rates.items()}, started)
   medians = {name: statistics.median(values) for name, values in rates.items()}
   keeps_up = medians['queue_fed'] >= KEEPS_UP_FRACTION * medians['compute_only']
   figures = {
@@ -497,6 +512,11 @@ def run_input_pipeline(dry_run, work_dir):
                    'whatever the queues hold, so it overstates the refill rate). pass (keeps '
                    'up): queue_fed >= %.2f x compute_only (--dry_run: measured at all)'
                    % KEEPS_UP_FRACTION}
+
+
+def progress(step, what, started):
+  """Prints one line of a step's progress, seconds since `started` first."""
+  print('[%s %6.1f s] %s' % (step, time.perf_counter() - started, what), flush=True)
 
 
 def _rate(run, steps, batch):
@@ -563,7 +583,12 @@ def main(argv=None):
   parser.add_argument('--dry_run', '--dry-run', action='store_true',
                       help='Tiny sizes on virtual CPU devices.')
   parser.add_argument('--work_dir', help='Data and checkpoints (default: a temp dir).')
+  parser.add_argument('--stacks_after_s', type=float, default=None,
+                      help='Print every thread\'s stack to stderr after this many seconds '
+                           '(the check passes its budget less a few seconds).')
   args = parser.parse_args(argv)
+  if args.stacks_after_s:
+    faulthandler.dump_traceback_later(args.stacks_after_s, exit=False)
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
   if args.step != 'env':  # env must report a TensorFlow that fails to import.
     import core  # noqa: F401,PLC0415  (core.compat, before tf_slim is used)
