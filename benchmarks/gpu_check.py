@@ -34,6 +34,14 @@ in the issue that asked for them):
                    (`--total_budget_s` minus what the others used); cells that
                    no longer fit are listed as skipped.
 
+On a fresh machine, where the driver compiles TensorFlow's kernels from PTX,
+steps env to 5 took about 7 minutes (H200, 2026-11-28), so the throughput
+grid needs runs of its own: `--steps=env,throughput` with the cells split by
+`--throughput_variants` (each cell is one XLA compile or more). Every step's
+budget can be changed with `--step_budget_s=STEP=SECONDS`; 8 s before its
+budget ends a step prints every thread's stack, so a killed step says where
+it was.
+
 Steps 3-5 are benchmarks.gpu_check_steps; 2 is benchmarks.gpu_throughput.
 `--dry-run` runs every step on the CPU with tiny sizes (2 virtual CPU devices
 instead of 2 logical GPUs, small_resnet 32x32 instead of ResNet-50; the `gpu`
@@ -69,16 +77,16 @@ TRAINER_OVER_RAW_GOAL = 0.98
 CUDA_CACHE_PATH = '/tmp/slimtrain_gpu_check_cuda_cache'  # Not under $OUT: it stays there.
 
 # (name, issue number, title, budget on the GPU, budget of --dry-run); run in this order.
-# GPU budgets from the first run (H200, 2026-11-27; benchmarks/RESULTS.md): env took
-# 17 s, the GPU tests 66 s; multi-clone's first of two runs ended inside 75 s (so 120
-# for both); mixed precision and the input pipeline made no step in 60 s on a fresh
-# machine, where the driver compiles every new kernel from PTX (90 each, a guess).
+# GPU budgets from the lent H200 runs (benchmarks/RESULTS.md, "GPU check"): env took
+# 16-18 s, the GPU tests 66 s, multi-clone 110 s (both modes), mixed precision 114 s
+# (its first fp16 step 40 s: kernels compiled from PTX), the input pipeline 134 s (its
+# first batch-128 step 30-37 s). Each is that plus about a third.
 STEPS = (
     ('env', None, 'environment', 45, 180),
     ('gpu_tests', 1, 'GPU tests', 90, 300),
-    ('multi_clone', 3, 'multi-clone on 2 logical GPUs', 120, 420),
-    ('mixed_precision', 4, 'mixed precision correctness', 90, 300),
-    ('input_pipeline', 5, 'input pipeline at batch 128', 90, 240),
+    ('multi_clone', 3, 'multi-clone on 2 logical GPUs', 150, 420),
+    ('mixed_precision', 4, 'mixed precision correctness', 150, 300),
+    ('input_pipeline', 5, 'input pipeline at batch 128', 180, 240),
     ('throughput', 2, 'ResNet-50 throughput', None, 600),
 )
 STEP_NAMES = tuple(step[0] for step in STEPS)

@@ -14,7 +14,7 @@ run here (where pip reaches the index), makes it fit:
     call beside the working tree;
   * the pure-Python and cp312 wheels our code imports (the versions of this
     checkout's .venv) and the CUDA 12 runtime (libcudart.so.12, 3.5 MB) go in
-    the last part, with the compiled protos.
+    a last part of their own, with the compiled protos.
 
 On the machine, one device call per part runs
 `tools/gpu_machine_setup.sh receive .gpu/partK` (carrying `.gpu/partK`), and
@@ -92,7 +92,9 @@ def main(argv=None):
     packed = os.path.join(scratch, 'tf.tar.xz')
     subprocess.run('tar cf - -C %s . | xz -9 -T0 > %s' % (tree, packed), shell=True, check=True)
     parts = split(packed, args.part_mib << 20, args.out)
-  last = os.path.join(args.out, 'part%d' % parts)
+  # The wheels and protos get a part of their own: beside the last TensorFlow part
+  # they would pass a call's 64 MiB whenever that part is nearly full.
+  last = os.path.join(args.out, 'part%d' % (parts + 1))
   download(WHEELS, os.path.join(last, 'deps'))
   protos = os.path.join(last, 'protos')
   os.makedirs(protos)
