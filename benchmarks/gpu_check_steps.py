@@ -404,7 +404,8 @@ def run_mixed_precision(dry_run, work_dir):
                    'variables unchanged and lowered the dynamic loss scale, all losses are '
                    'finite, and the mean of the last %d mixed-precision losses is within %.0f %% '
                    'of fp32\'s (same batches, same initial values, fp32 also without the update '
-                   'of run %d). The trainer itself does not log such skipped steps.'
+                   'of run %d). The trainer logs each such step (training_loop, '
+                   '"mixed precision skipped this update").'
                    % (inject, window, 100 * MIXED_TOLERANCE, inject)}
 
 

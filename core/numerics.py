@@ -24,6 +24,10 @@ CPU, about 3.5 % of a ResNet-50 step at 32x32 batch 8 and 2.2 % at 224x224 batch
 4 (benchmarks/RESULTS.md, paired runs); `check_gradient_norm: false` turns it
 off.
 
+With mixed precision a step whose gradients are not finite is skipped, not an
+error; `mixed_precision_check` gives the training loop what it needs to say so
+(`global step 46: mixed precision skipped this update ...`, a warning per step).
+
 `inject_nan_loss` is a debugging option (`train_config.debug_nan_loss_at_step`):
 the total loss becomes NaN when the global step equals K, so the NaN handling
 of a job (error, exit code, checkpoint left intact) can be tried on purpose, on
@@ -96,6 +100,42 @@ def gate_gradients(grads_and_vars, gate):
         grad = tf.identity(grad)
       gated.append((grad, var))
   return gated
+
+
+def mixed_precision_check(grads_and_vars, optimizer, update_op):
+  """What a mixed-precision step did: (update_skipped, loss_scale) tensors.
+
+  TF's dynamic loss scale applies nothing when a gradient of the step is not
+  finite, and lowers its scale; it says so nowhere. Fetched beside the train
+  op, these two tensors let the training loop report such a step:
+
+    update_skipped, loss_scale = numerics.mixed_precision_check(
+        grads_and_vars, optimizer, update_op)
+
+  Args:
+    grads_and_vars: the (gradient, variable) pairs given to the optimizer's
+      `apply_gradients`: the loss scale optimizer decides on exactly these.
+    optimizer: the optimizer `enable_mixed_precision_graph_rewrite` returned.
+    update_op: the op that applies the step; the scale is read after it.
+
+  Returns:
+    (update_skipped, loss_scale): a scalar bool tensor, True when some
+    gradient is inf or NaN (the step's update was skipped), and the loss scale
+    after the update (None when `optimizer` keeps no `current_loss_scale`
+    variable, i.e. a fixed loss scale).
+  """
+  grads = [grad.values if isinstance(grad, tf.IndexedSlices) else grad
+           for grad, _ in grads_and_vars if grad is not None]
+  with tf.compat.v1.name_scope('mixed_precision_check'):
+    finite = [tf.reduce_all(tf.math.is_finite(grad)) for grad in grads]
+    update_skipped = tf.logical_not(tf.reduce_all(tf.stack(finite)) if finite
+                                    else tf.constant(True), name='update_skipped')
+    scales = [v for v in optimizer.variables() if v.op.name.endswith('current_loss_scale')]
+    loss_scale = None
+    if scales:
+      with tf.control_dependencies([update_op]):
+        loss_scale = tf.identity(scales[0].read_value(), name='loss_scale_after_update')
+  return update_skipped, loss_scale
 
 
 def inject_nan_loss(total_loss, global_step, at_step):

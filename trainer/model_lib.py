@@ -316,6 +316,12 @@ def create_model_fn(detection_model_fn, configs, hparams=None, use_tpu=False,
   if postprocess_on_cpu:
     _log_tpu_only('postprocess_on_cpu', postprocess_on_cpu)
   train_config = configs['train_config']
+  if train_config.use_mixed_precision:
+    # Its graph rewrite is process-wide: it would also rewrite the evaluation
+    # graphs this path builds in the same process.
+    raise ValueError('train_config.use_mixed_precision: true is not supported by the '
+                     'Estimator path (model_main, model_lib); train with '
+                     'python -m trainer.train, or set it to false')
   eval_config = configs['eval_config']
   categories = od_evaluator.categories_from_configs(configs)
 

@@ -12,6 +12,7 @@ from core.numerics import GRADIENT_NORM_MESSAGE
 from core.numerics import check_gradient_norm
 from core.numerics import gate_gradients
 from core.numerics import inject_nan_loss
+from core.numerics import mixed_precision_check
 
 __all__ = ['GRADIENT_NORM_MESSAGE', 'check_gradient_norm', 'gate_gradients',
-           'inject_nan_loss']
+           'inject_nan_loss', 'mixed_precision_check']

@@ -34,6 +34,9 @@ Where we differ from the original, on purpose:
   ETA) every `log_every_n_steps`; SIGTERM writes a checkpoint first.
 * `update_trainable_variables` is honoured; `use_mixed_precision`,
   `use_xla` and `num_clones=-1` (one clone per visible GPU) are available.
+  Each step whose update mixed precision's dynamic loss scale skips (inf or
+  NaN gradients) is logged as a warning with the global step and the new
+  loss scale; TF's rewrite skips them silently.
 * With sync replicas, `startup_delay_steps` is ignored (tf-slim rejects the
   combination) and the end of training cannot hang (see
   deployment/sync_replicas.py). Otherwise a worker's wait for it is done by
@@ -293,7 +296,7 @@ def session_config(train_config, base=None):
 
 class TrainingGraph(collections.namedtuple('TrainingGraph', [
     'graph', 'train_tensor', 'step_after_update', 'saver', 'init_fn', 'summary_op',
-    'sync_optimizer', 'replica_progress'], defaults=(None,))):
+    'sync_optimizer', 'replica_progress', 'mixed_precision_check'], defaults=(None, None))):
   """What `build_training_graph` built, and what `run_training` needs to run it.
 
   Fields:
@@ -308,6 +311,9 @@ class TrainingGraph(collections.namedtuple('TrainingGraph', [
       None without `train_config.sync_replicas`.
     replica_progress: the sync replicas' delivery stamps
       (`deployment.replica_watch.ReplicaProgress`), or None.
+    mixed_precision_check: with `train_config.use_mixed_precision`, the
+      (update_skipped, loss_scale) tensors of `core.numerics.mixed_precision_check`,
+      so the loop reports the steps the dynamic loss scale skips; else None.
   """
 
 
@@ -355,7 +361,7 @@ def build_training_graph(create_tensor_dict_fn, create_model_fn, train_config, t
     with tf.compat.v1.device(deploy_config.optimizer_device()):
       optimizer, sync_optimizer = _build_optimizer(train_config, worker_replicas,
                                                    global_step, summaries)
-      train_tensor, step_after_update = _build_update(
+      train_tensor, step_after_update, mixed_check = _build_update(
           clones, optimizer, global_step, train_config,
           stamp=replica_progress and functools.partial(
               replica_progress.stamp_delivery, faults.replica_name, sync_optimizer))
@@ -370,7 +376,8 @@ def build_training_graph(create_tensor_dict_fn, create_model_fn, train_config, t
         graph=graph, train_tensor=train_tensor, step_after_update=step_after_update,
         saver=saver, init_fn=fine_tune.build_init_fn(detection_model, train_config),
         summary_op=_build_summary_op(summaries, clones[0].scope),
-        sync_optimizer=sync_optimizer, replica_progress=replica_progress)
+        sync_optimizer=sync_optimizer, replica_progress=replica_progress,
+        mixed_precision_check=mixed_check)
 
 
 def _build_clones(deploy_config, per_clone_batch, create_tensor_dict_fn, create_model_fn,
@@ -410,7 +417,10 @@ def _build_optimizer(train_config, worker_replicas, global_step, summaries):
 
 
 def _build_update(clones, optimizer, global_step, train_config, stamp=None):
-  """Returns (train_tensor, step_after_update): checked loss, surgery, one update.
+  """Returns (train_tensor, step_after_update, mixed_precision_check).
+
+  The checked loss, the gradient surgery and one update; the last item is
+  None without `train_config.use_mixed_precision`.
 
   `stamp`, when given, is callable(gradients) returning an op that records
   the step these gradients are for (`ReplicaProgress.stamp_delivery`).
@@ -437,7 +447,10 @@ def _build_update(clones, optimizer, global_step, train_config, stamp=None):
   with tf.control_dependencies([train_tensor]), tf.compat.v1.name_scope(
       'global_step_after_update'):
     step_after_update = global_step.read_value()  # already a read + identity
-  return train_tensor, step_after_update
+  mixed_check = None
+  if train_config.use_mixed_precision:
+    mixed_check = numerics.mixed_precision_check(grads_and_vars, optimizer, update_op)
+  return train_tensor, step_after_update, mixed_check
 
 
 def _build_summary_op(summaries, first_clone_scope):
@@ -496,6 +509,7 @@ def run_training(training_graph, train_config, train_dir, master='', is_chief=Tr
       log_every_n_steps=train_config.log_every_n_steps, is_chief=is_chief,
       saver=training_graph.saver, checkpoint_path=paths.join(train_dir, 'model.ckpt'),
       on_finish=on_finish, step_after_update=training_graph.step_after_update,
+      mixed_precision_check=training_graph.mixed_precision_check,
       faults=faults, startup_delay_steps=startup_delay_steps, on_new_session=on_new_session,
       snapshots=getattr(training_graph.saver, 'snapshots', None) if is_chief else None,
       replica_monitor=training_graph.replica_progress and (

@@ -105,13 +105,17 @@ class TrainStepRunner:
     on_new_session: optional callable(sess) run before the first step of
       each session (the chief's `sync_replicas.ReplicaResizer`, a sync
       joiner's announcement).
+    mixed_precision_check: optional (update_skipped, loss_scale) tensors
+      (`core.numerics.mixed_precision_check`), fetched with every step; a step
+      whose update the dynamic loss scale skipped is logged as a warning and
+      counted in `skipped_updates`.
   """
 
   def __init__(self, number_of_steps=None, examples_per_step=0,
                log_every_n_steps=10, is_chief=True, saver=None,
                checkpoint_path=None, on_finish=None, step_after_update=None,
                faults=None, replica_monitor=None, startup_delay_steps=0, snapshots=None,
-               on_new_session=None):
+               on_new_session=None, mixed_precision_check=None):
     self._number_of_steps = number_of_steps or None
     self._examples_per_step = examples_per_step
     self._log_every_n_steps = log_every_n_steps
@@ -131,6 +135,8 @@ class TrainStepRunner:
     self._preempt_requested = threading.Event()
     self._preempted = None
     self._window_start = None
+    self._mixed_check = [t for t in mixed_precision_check or () if t is not None]
+    self.skipped_updates = 0
     self.last_step = None
     self.last_loss = None
 
@@ -227,9 +233,9 @@ class TrainStepRunner:
       self._wait_for_startup_delay(sess, global_step)
     try:
       # A lost peer starts the recovery deadline (BoundedSession.run).
-      loss, step = self.session_for(sess).run(
+      loss, step, *mixed = self.session_for(sess).run(
           [train_op, self._step_after_update
-           if self._step_after_update is not None else global_step])
+           if self._step_after_update is not None else global_step] + self._mixed_check)
     except tf.errors.InvalidArgumentError as e:
       cause = _numerics_failure(str(e.message))
       if cause is None:
@@ -241,6 +247,8 @@ class TrainStepRunner:
           'by the failing step and the last checkpoint is intact.' %
           (cause, step)) from None
     self.last_step, self.last_loss = int(step), float(loss)
+    if mixed and mixed[0]:
+      self._report_skipped_update(mixed[1:])
     self._faults.step_done(self.last_step)
     if self._log_every_n_steps:
       self._log_progress(self.last_step, self.last_loss)
@@ -259,6 +267,15 @@ class TrainStepRunner:
       self._finish(sess, self.last_step)
       return loss, True
     return loss, False
+
+  def _report_skipped_update(self, loss_scale):
+    """Logs a step whose update mixed precision's dynamic loss scale skipped."""
+    self.skipped_updates += 1
+    logging.warning(
+        'global step %d: mixed precision skipped this update (a gradient was inf or NaN '
+        'at the loss scale used)%s; %d update%s skipped so far', self.last_step,
+        '; the loss scale is now %g' % loss_scale[0] if loss_scale else '',
+        self.skipped_updates, '' if self.skipped_updates == 1 else 's')
 
   def session_for(self, sess):
     """The runtime's `BoundedSession` around `sess`, one per session: the steps

@@ -137,6 +137,15 @@ def test_create_estimator_and_inputs_and_specs(config_path, tmp_path):
     model_lib.create_estimator_and_inputs(run_config, pipeline_config_path='/nonexistent')
 
 
+def test_mixed_precision_is_refused_by_name_on_the_estimator_path(config_path):
+  # Before, the field was ignored there: the job trained in float32, and without
+  # the gradient norm check, which mixed precision turns off.
+  configs = config_util.get_configs_from_pipeline_file(config_path)
+  configs['train_config'].use_mixed_precision = True
+  with pytest.raises(ValueError, match=r'train_config\.use_mixed_precision.*trainer\.train'):
+    model_lib.create_model_fn(lambda **_: None, configs)
+
+
 def _features_labels(input_fn):
   features, labels = tf.compat.v1.data.make_one_shot_iterator(input_fn()).get_next()
   return features, labels

@@ -1,4 +1,5 @@
-"""Tests for trainer.numerics: the gradient-norm check and the NaN-loss injector."""
+"""Tests for trainer.numerics: the gradient-norm check, the NaN-loss injector and the
+mixed precision check."""
 
 import sys
 
@@ -92,3 +93,27 @@ def test_inject_nan_loss_off_returns_the_loss_itself():
 
 if __name__ == '__main__':
   sys.exit(pytest.main([__file__, '-q']))
+
+
+@pytest.mark.parametrize('gradient', [1.0, np.inf, np.nan])
+def test_mixed_precision_check_says_whether_the_loss_scale_skipped_the_update(gradient):
+  with tf.Graph().as_default():
+    var = tf.compat.v1.get_variable('w', initializer=tf.constant([1.0, 2.0]))
+    optimizer = tf.compat.v1.mixed_precision.enable_mixed_precision_graph_rewrite(
+        tf.compat.v1.train.GradientDescentOptimizer(1.0), loss_scale='dynamic')
+    try:
+      grads_and_vars = [(tf.ones_like(var) * gradient, var)]
+      update = optimizer.apply_gradients(grads_and_vars)
+      skipped, loss_scale = numerics.mixed_precision_check(grads_and_vars, optimizer, update)
+      with tf.compat.v1.Session() as sess:
+        sess.run(tf.compat.v1.global_variables_initializer())
+        was_skipped, scale_after = sess.run([skipped, loss_scale])
+        after = sess.run(var)
+    finally:
+      tf.compat.v1.mixed_precision.disable_mixed_precision_graph_rewrite()
+  bad = not np.isfinite(gradient)
+  assert was_skipped == bad
+  # The dynamic scale starts at 2^15 and halves on a skipped step; the read
+  # comes after the update.
+  assert scale_after == (2.0 ** 14 if bad else 2.0 ** 15)
+  np.testing.assert_array_equal(after, [1.0, 2.0] if bad else [0.0, 1.0])

@@ -346,6 +346,42 @@ def test_speed_options_train_correctly_on_cpu(tmp_path, option):
     assert not mixed_precision_global_state.is_mixed_precision_graph_rewrite_enabled()
 
 
+def _inf_gradient_on_run(losses, at_run):
+  """`losses` unchanged, but their gradients are inf on the `at_run`-th run.
+
+  A counter of runs, not the global step, picks the run: a skipped step does
+  not advance the global step.
+  """
+  runs = tf.compat.v1.Variable(0, dtype=tf.int64, trainable=False, name='runs',
+                               collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES])
+  hit = tf.equal(tf.compat.v1.assign_add(runs, 1), at_run)
+
+  @tf.custom_gradient
+  def identity(x):
+    return tf.identity(x), lambda upstream: upstream * tf.where(hit, np.inf, 1.0)
+  return {name: identity(value) for name, value in losses.items()}
+
+
+def test_mixed_precision_reports_each_update_its_loss_scale_skipped(tmp_path):
+  def create_model():
+    model = TinyDetectionModel(NUM_CLASSES)
+    plain_loss = model.loss
+    model.loss = lambda *args: _inf_gradient_on_run(plain_loss(*args), at_run=4)
+    return model
+  with _capture_progress() as lines:
+    trainer.train(create_tensor_dict_fn, create_model,
+                  _train_config(num_steps=6, use_mixed_precision=True), master='', task=0,
+                  num_clones=1, worker_replicas=1, clone_on_cpu=True, ps_tasks=0,
+                  worker_job_name='worker', is_chief=True, train_dir=str(tmp_path),
+                  session_config_override=test_util.session_config())
+  # Runs 1-3 made global steps 1-3; run 4's update was skipped (the step stays
+  # 3, the dynamic scale halves from its initial 2^15); runs 5-7 made 4-6.
+  assert [line for line in lines if 'skipped' in line] == [
+      'global step 3: mixed precision skipped this update (a gradient was inf or NaN at the '
+      'loss scale used); the loss scale is now 16384; 1 update skipped so far']
+  assert _read(str(tmp_path), 'global_step') == 6
+
+
 def test_the_mixed_precision_rewrite_ends_with_the_block_even_after_an_error():
   # trainer.train and the CLI's build-once, run-per-session loop both use it.
   from tensorflow.python.training.experimental import mixed_precision_global_state
