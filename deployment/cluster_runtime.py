@@ -273,10 +273,44 @@ def run_once_quietly(target, graph, config, fetch, failure):
   return ran
 
 
-# Session closes left running in a thread, here and by
-# `fault_tolerance.close_session`: a process exiting with one skips the
-# interpreter's teardown (`fault_tolerance.exit_process`).
+# Session closes left running in a thread (`close_in_thread`): a process exiting
+# with one skips the interpreter's teardown (`fault_tolerance.exit_process`).
 abandoned_closes = []
+
+
+def close_in_thread(close, timeout_secs, report_secs=None, report=None):
+  """Runs `close()` in a daemon thread and waits for it at most `timeout_secs`.
+
+  The one place where a session close may be left behind: TensorFlow's close
+  of a cluster session can wait for good on a peer that is gone.
+
+  Args:
+    close: the callable that closes (a `Session.close`, or a wrapper of it).
+    timeout_secs: how long to wait; None waits as long as it takes.
+    report_secs: with `report`, call `report(seconds so far)` every this many
+      seconds while the close goes on.
+    report: see `report_secs`.
+
+  Returns:
+    True when the close finished in time; False when it was left running (the
+    thread is then in `abandoned_closes`).
+  """
+  start = time.time()
+  thread = threading.Thread(target=close, name='SessionClose', daemon=True)
+  thread.start()
+  while True:
+    remaining = None if timeout_secs is None else timeout_secs - (time.time() - start)
+    if remaining is not None and remaining <= 0:
+      break
+    step = report_secs if report is not None else None
+    thread.join(remaining if step is None else (
+        step if remaining is None else min(step, remaining)))
+    if not thread.is_alive():
+      return True
+    if report is not None:
+      report(time.time() - start)
+  abandoned_closes.append(thread)
+  return False
 
 
 def _close_within(sess, timeout_secs, failure):
@@ -290,11 +324,7 @@ def _close_within(sess, timeout_secs, failure):
       sess.close()
     except tf.errors.OpError as e:
       logging.warning('%s (closing its session): %s', failure, e.message)
-  thread = threading.Thread(target=close, name='QuietSessionClose', daemon=True)
-  thread.start()
-  thread.join(timeout_secs)
-  if thread.is_alive():
-    abandoned_closes.append(thread)
+  if not close_in_thread(close, timeout_secs):
     logging.warning('%s (closing its session): no answer within %.0f s; going on',
                     failure, timeout_secs)
 

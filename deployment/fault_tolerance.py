@@ -119,22 +119,14 @@ def close_session(close, timeout_secs, peers=(), after='training has ended'):
   Returns:
     True when the session closed, False when it was left closing.
   """
-  start = time.time()
-  thread = threading.Thread(target=close, name='SessionClose', daemon=True)
-  thread.start()
   waiting_for = 'the steps still running in it%s' % (
       ' and for %s to drop it' % ', '.join(peers) if peers else '')
-  while True:
-    elapsed = time.time() - start
-    remaining = None if timeout_secs is None else timeout_secs - elapsed
-    if remaining is not None and remaining <= 0:
-      break
-    thread.join(CLOSE_REPORT_SECS if remaining is None else min(CLOSE_REPORT_SECS, remaining))
-    if not thread.is_alive():
-      return True
+
+  def report(seconds):
     logging.info('closing the training session: %.0f s so far; TensorFlow waits for %s',
-                 time.time() - start, waiting_for)
-  cluster_runtime.abandoned_closes.append(thread)
+                 seconds, waiting_for)
+  if cluster_runtime.close_in_thread(close, timeout_secs, CLOSE_REPORT_SECS, report):
+    return True
   logging.warning('gave up closing the training session after %.0f s (still waiting for %s); '
                   '%s, going on without it', timeout_secs, waiting_for, after)
   return False
