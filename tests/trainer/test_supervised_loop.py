@@ -124,14 +124,20 @@ def test_matches_slim_learning_train_step_for_step(tmp_path):
       train_op = _regression_graph()
       step_fn, _ = _steps_until(7)
       train_fn(train_op, logdir, step_fn)
-    return _trained_w(logdir), tf.train.latest_checkpoint(logdir)
+    return tf.train.get_checkpoint_state(logdir).all_model_checkpoint_paths
 
   ours = run(lambda op, logdir, fn: supervised_loop.run_supervised(
       op, logdir, fn, _RecordingBound()), str(tmp_path / 'ours'))
   slims = run(lambda op, logdir, fn: slim.learning.train(
       op, logdir, train_step_fn=fn), str(tmp_path / 'slim'))
-  assert ours[0] == slims[0]
-  assert ours[1].endswith('model.ckpt-7') and slims[1].endswith('model.ckpt-7')
+  # Both write a final checkpoint at step 7 holding the same values. Ours is the
+  # latest; slim's periodic save of step 0 may end after its final one on a loaded
+  # machine and be named latest instead (seen 2026-11-28 in a whole-suite run): the
+  # race run_supervised closes (the test above).
+  assert ours[-1].endswith('model.ckpt-7'), ours
+  slim_final = [path for path in slims if path.endswith('model.ckpt-7')]
+  assert slim_final, slims
+  assert tf.train.load_variable(ours[-1], 'w') == tf.train.load_variable(slim_final[0], 'w')
 
 
 def test_an_aborted_session_is_retried_in_a_new_one_from_its_checkpoint(tmp_path):
