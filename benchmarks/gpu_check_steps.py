@@ -62,8 +62,6 @@ import tempfile
 import threading
 import time
 
-import numpy as np
-
 MIXED_TOLERANCE = 0.10  # |mean last losses mixed - fp32| / fp32
 KEEPS_UP_FRACTION = 0.95  # queue-fed steps/sec over compute-only steps/sec
 STEP_SIZES = {
@@ -217,38 +215,16 @@ def run_multi_clone(dry_run, work_dir):
                    % (sizes['window'], sizes['window'], sizes['steps'])}
 
 
-def _inf_gradient_on_run(losses, at_run):
-  """The losses, whose gradients become inf on the `at_run`-th run (1-based) only.
-
-  A counter of runs, not the global step, picks the step: a step that the loss
-  scale skips does not advance the global step, so keying on it would poison
-  every later step too.
-  """
-  tf = _tf()
-  with tf.compat.v1.device('/device:CPU:0'):
-    runs = tf.compat.v1.Variable(0, dtype=tf.int64, trainable=False, name='inf_gradient_runs',
-                                 collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES])
-    hit = tf.equal(tf.compat.v1.assign_add(runs, 1), at_run)
-
-  @tf.custom_gradient
-  def identity(x):
-    def grad(upstream):
-      factor = tf.where(hit, tf.constant(np.inf, upstream.dtype),
-                        tf.constant(1.0, upstream.dtype))
-      return upstream * factor
-    return tf.identity(x), grad
-  return {name: identity(value) for name, value in losses.items()}
-
-
 def _model_fn_with_inf_gradient(model_config, at_run):
   """create_model_fn whose losses get an inf gradient on run `at_run` (0: plain)."""
   from builders import model_builder  # noqa: PLC0415
+  from core import numerics  # noqa: PLC0415
 
   def create_model():
     model = model_builder.build(model_config=model_config, is_training=True)
     if at_run > 0:
       plain_loss = model.loss
-      model.loss = lambda *args, **kwargs: _inf_gradient_on_run(
+      model.loss = lambda *args, **kwargs: numerics.inject_inf_gradients(
           plain_loss(*args, **kwargs), at_run)
     return model
   return create_model

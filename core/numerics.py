@@ -26,7 +26,9 @@ off.
 
 With mixed precision a step whose gradients are not finite is skipped, not an
 error; `mixed_precision_check` gives the training loop what it needs to say so
-(`global step 46: mixed precision skipped this update ...`, a warning per step).
+(`global step 46: mixed precision skipped this update ...`, a warning per step),
+and `inject_inf_gradients` makes a loss's gradients inf on one run, to try that
+skip on purpose.
 
 `inject_nan_loss` is a debugging option (`train_config.debug_nan_loss_at_step`):
 the total loss becomes NaN when the global step equals K, so the NaN handling
@@ -41,6 +43,12 @@ import numpy as np
 import tensorflow as tf
 
 GRADIENT_NORM_MESSAGE = 'Gradient global norm is inf or nan.'
+
+
+def _gradient_tensors(grads_and_vars):
+  """The gradient tensors of `grads_and_vars` (an IndexedSlices' values; no None)."""
+  return [grad.values if isinstance(grad, tf.IndexedSlices) else grad
+          for grad, _ in grads_and_vars if grad is not None]
 
 
 def check_gradient_norm(grads_and_vars, also_wait_for=None):
@@ -58,8 +66,7 @@ def check_gradient_norm(grads_and_vars, also_wait_for=None):
     them fails (and changes nothing) when the norm is inf or NaN. The error is
     an `InvalidArgumentError` whose message contains GRADIENT_NORM_MESSAGE.
   """
-  grads = [grad.values if isinstance(grad, tf.IndexedSlices) else grad
-           for grad, _ in grads_and_vars if grad is not None]
+  grads = _gradient_tensors(grads_and_vars)
   if not grads:
     return list(grads_and_vars)
   with tf.compat.v1.name_scope('check_gradient_norm'):
@@ -124,8 +131,7 @@ def mixed_precision_check(grads_and_vars, optimizer, update_op):
     after the update (None when `optimizer` keeps no `current_loss_scale`
     variable, i.e. a fixed loss scale).
   """
-  grads = [grad.values if isinstance(grad, tf.IndexedSlices) else grad
-           for grad, _ in grads_and_vars if grad is not None]
+  grads = _gradient_tensors(grads_and_vars)
   with tf.compat.v1.name_scope('mixed_precision_check'):
     finite = [tf.reduce_all(tf.math.is_finite(grad)) for grad in grads]
     update_skipped = tf.logical_not(tf.reduce_all(tf.stack(finite)) if finite
@@ -157,3 +163,34 @@ def inject_nan_loss(total_loss, global_step, at_step):
     hit = tf.equal(tf.cast(global_step, tf.int64), at_step)
     nan = tf.constant(np.nan, dtype=total_loss.dtype)
     return total_loss + tf.where(hit, nan, tf.zeros_like(nan))
+
+
+def inject_inf_gradients(losses, at_run):
+  """Makes the gradients of `losses` inf on one run (a debugging tool).
+
+  The losses keep their values; only what flows back through them is
+  multiplied by inf on the `at_run`-th run (1-based) of the graph, so a
+  mixed-precision step skipped by the dynamic loss scale can be tried on
+  purpose, on any device. Runs are counted, not global steps: a skipped step
+  does not advance the global step, so keying on it would poison every later
+  step too.
+
+  Args:
+    losses: dict of name -> scalar loss tensor.
+    at_run: the run whose gradients become inf.
+
+  Returns:
+    A dict with the same keys and values.
+  """
+  with tf.compat.v1.device('/device:CPU:0'):
+    runs = tf.compat.v1.Variable(0, dtype=tf.int64, trainable=False, name='inf_gradient_runs',
+                                 collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES])
+    hit = tf.equal(tf.compat.v1.assign_add(runs, 1), at_run)
+
+  @tf.custom_gradient
+  def identity(x):
+    def grad(upstream):
+      return upstream * tf.where(hit, tf.constant(np.inf, upstream.dtype),
+                                 tf.constant(1.0, upstream.dtype))
+    return tf.identity(x), grad
+  return {name: identity(value) for name, value in losses.items()}

@@ -16,6 +16,7 @@ import tensorflow as tf
 import tf_slim as slim
 
 from core import model as model_lib
+from core import numerics
 from core import standard_fields as fields
 from protos import train_pb2
 from google.protobuf import text_format
@@ -346,27 +347,11 @@ def test_speed_options_train_correctly_on_cpu(tmp_path, option):
     assert not mixed_precision_global_state.is_mixed_precision_graph_rewrite_enabled()
 
 
-def _inf_gradient_on_run(losses, at_run):
-  """`losses` unchanged, but their gradients are inf on the `at_run`-th run.
-
-  A counter of runs, not the global step, picks the run: a skipped step does
-  not advance the global step.
-  """
-  runs = tf.compat.v1.Variable(0, dtype=tf.int64, trainable=False, name='runs',
-                               collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES])
-  hit = tf.equal(tf.compat.v1.assign_add(runs, 1), at_run)
-
-  @tf.custom_gradient
-  def identity(x):
-    return tf.identity(x), lambda upstream: upstream * tf.where(hit, np.inf, 1.0)
-  return {name: identity(value) for name, value in losses.items()}
-
-
 def test_mixed_precision_reports_each_update_its_loss_scale_skipped(tmp_path):
   def create_model():
     model = TinyDetectionModel(NUM_CLASSES)
     plain_loss = model.loss
-    model.loss = lambda *args: _inf_gradient_on_run(plain_loss(*args), at_run=4)
+    model.loss = lambda *args: numerics.inject_inf_gradients(plain_loss(*args), at_run=4)
     return model
   with _capture_progress() as lines:
     trainer.train(create_tensor_dict_fn, create_model,
