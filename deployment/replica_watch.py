@@ -17,7 +17,7 @@ gradients, if it comes back, clear that.
     train_op = ...  # sync_optimizer.apply_gradients(...)
     stamp = progress.stamp_delivery('/job:worker/task:0', sync_optimizer, gradients)
     monitor = replica_watch.ReplicaMonitor.for_task(progress, global_step, faults)
-    monitor.start(sess)   # the trainer's TrainStepRunner does this at the first step
+    monitor.start(sess)   # before every step, as the trainer's TrainStepRunner does
 
 Differs on purpose: the original had no such watch (a missing replica was
 silent, and a closed token queue ended training as if it were done).
@@ -188,6 +188,7 @@ class ReplicaMonitor(object):
     self._final_step = final_step
     self._poll_secs = poll_secs
     self._stop = threading.Event()
+    self._sess = None
     self._thread = None
 
   @classmethod
@@ -226,10 +227,16 @@ class ReplicaMonitor(object):
                final_step=final_step or None, replica_name=faults.replica_name)
 
   def start(self, sess):
-    """Starts watching through `sess` in a daemon thread (once)."""
+    """Watches through `sess` from a daemon thread, started by the first call.
+
+    Call it before every step: when the Supervisor rebuilt the session (an
+    error ended the old one), the watch moves to the new session and its
+    clocks start again, so the time spent rebuilding never counts as a
+    replica's silence.
+    """
+    self._sess = sess
     if self._thread is None:
-      self._thread = threading.Thread(target=self._loop, args=(sess,),
-                                      name='ReplicaMonitor', daemon=True)
+      self._thread = threading.Thread(target=self._loop, name='ReplicaMonitor', daemon=True)
       self._thread.start()
 
   def stop(self):
@@ -297,15 +304,19 @@ class ReplicaMonitor(object):
       return dead or late, self._stalled_since
     return [], None
 
-  def _loop(self, sess):
+  def _loop(self):
     options = tf.compat.v1.RunOptions(timeout_in_ms=10000)
-    self._last_step, self._stalled_since, self._gone_since = None, time.time(), {}
-    last_log = time.time()
+    watched = None
     while not self._stop.wait(self._poll_secs):
+      sess = self._sess
+      if sess is not watched:
+        watched, last_log = sess, time.time()
+        self._last_step, self._stalled_since, self._gone_since = None, last_log, {}
+        self._beats_seen = {}
       try:
         step, late, silent = self._read(sess, options)
       except (tf.errors.OpError, RuntimeError):
-        continue  # A lost ps is the recovery's business; a closed session ends us soon.
+        continue  # A lost ps is the recovery's business; a closed one is replaced by start().
       now = time.time()
       missing, since = self._missing(step, late, silent, now)
       if not missing:

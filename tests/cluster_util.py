@@ -43,6 +43,10 @@ import time
 from tests import fork_server
 from tests import test_util
 
+# Lines every TensorFlow process prints that say nothing about where it is.
+_NOISE = re.compile(r'deprecat|Instructions for updating|^\s*(warnings\.warn|Please |To construct|'
+                    r'Queue-based)|oneDNN|cuda|cuInit|absl::InitializeLog', re.IGNORECASE)
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -308,9 +312,23 @@ class ProcessGroup(object):
     for process in self._processes:
       self.kill(process)
 
-  def logs(self):
-    """All logs, each under a header with the process name and exit code."""
+  def digest(self, lines_per_process=10, width=240):
+    """Each process's last log lines that are not TensorFlow's start-up noise.
+
+    `logs()` starts with it: a CI log that keeps only the head of a long
+    failure still shows where each process was.
+    """
     parts = []
+    for process in self._processes:
+      lines = [line[:width] for line in process.output().splitlines()
+               if line.strip() and not _NOISE.search(line)]
+      parts.append('--- %s (exit %s), last lines:\n%s' % (
+          process.name, process.poll(), '\n'.join(lines[-lines_per_process:])))
+    return '\n'.join(parts)
+
+  def logs(self):
+    """Each process's digest, then all logs under a header with its name and exit code."""
+    parts = [self.digest()]
     for process in self._processes:
       parts.append('===== %s (exit %s) =====\n%s' % (
           process.name, process.poll(), process.output()[-6000:]))

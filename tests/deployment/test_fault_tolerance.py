@@ -457,6 +457,37 @@ def test_replica_monitor_names_the_missing_replica_after_the_timeout():
   assert 'deploy_config.replica_timeout_secs=1)' in messages[0]
 
 
+def test_replica_monitor_follows_the_session_the_supervisor_rebuilt():
+  # A sync chief whose session ended by an error trains on in a new one
+  # (tf-slim's retry); the monitor started with the first session must watch
+  # through the new one, or a replica lost afterwards stalls the job for good.
+  graph, global_step, progress, stamps, advance = _replica_graph()
+  server = tf.distribute.Server.create_local_server()
+  timed_out = threading.Event()
+  sessions = []
+
+  def on_timeout(unused_message, sess):
+    sessions.append(sess)
+    timed_out.set()
+
+  monitor = replica_watch.ReplicaMonitor(progress, global_step, timeout_secs=1.0,
+                                         on_timeout=on_timeout, poll_secs=0.1)
+  with graph.as_default():
+    initialize = tf.compat.v1.global_variables_initializer()
+  first = tf.compat.v1.Session(server.target, graph=graph)
+  first.run(initialize)
+  first.run(list(stamps.values()))
+  monitor.start(first)
+  first.close()
+  with tf.compat.v1.Session(server.target, graph=graph) as second:
+    monitor.start(second)
+    second.run(advance)   # Step 1 starts; worker 1 never delivers for it.
+    second.run([stamps['/job:chief/task:0'], stamps['/job:worker/task:0']])
+    assert timed_out.wait(30), 'the monitor stayed on the closed first session'
+    monitor.stop()
+  assert sessions == [second]
+
+
 def _chief_monitor_message_while_worker0_beats(delivered_at_step_1, last_beats=()):
   """Step 1 stays stuck; returns (the chief monitor's timeout message, the heartbeats).
 

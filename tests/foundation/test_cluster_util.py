@@ -54,5 +54,29 @@ def test_a_passing_group_or_one_outside_bazel_copies_nothing(tmp_path, task_scri
   assert not os.listdir(outputs)
 
 
+def test_a_timeout_message_starts_with_each_processes_last_lines_without_tf_noise(tmp_path,
+                                                                                 monkeypatch):
+  # CI keeps the head of a long failure: the lines that say where a task hung
+  # must come before the whole logs, TensorFlow's start-up chatter left out.
+  monkeypatch.setenv(fork_server.DISABLE_ENV, '0')
+  script = tmp_path / 'hang.py'
+  script.write_text(
+      'import sys, time\n'
+      'print("step 1 done")\n'
+      'print("W deprecation.py:50] From x: batch is deprecated")\n'
+      'print("Instructions for updating:")\n'
+      'print("waiting for the ps", flush=True)\n'
+      'time.sleep(60)\n')
+  with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
+    task = group.start('chief0', script=str(script))
+    group.wait_for_output(task, 'waiting for the ps', timeout=30)
+    with pytest.raises(TimeoutError) as raised:
+      group.wait(task, timeout=0.5)
+  message = str(raised.value)
+  head = message[:message.index('=====')]
+  assert head.splitlines()[1:] == [
+      '--- chief0 (exit None), last lines:', 'step 1 done', 'waiting for the ps']
+
+
 if __name__ == '__main__':
   sys.exit(pytest.main([__file__, '-q']))
