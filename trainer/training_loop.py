@@ -95,7 +95,8 @@ class TrainStepRunner:
       would run one step past `number_of_steps`.
     faults: optional `deployment.fault_runtime.TaskFaults`.
     replica_monitor: optional `deployment.replica_watch.ReplicaMonitor`, started with
-      the first step and stopped when training ends.
+      the first step, moved to each session the Supervisor rebuilds, and stopped
+      when training ends.
     startup_delay_steps: a non-chief task waits before its first step until
       the global step reaches this (tf-slim's option of the same name, done
       here so that every step read re-arms the session-start deadline).
