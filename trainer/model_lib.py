@@ -62,6 +62,10 @@ input type is a parameter of `create_predict_input_fn` (default
 `deploy_config` (clones per worker) and LINEAR learning-rate scaling mean
 the same here as in `python -m trainer.train`: both paths read them through
 `builders.deploy_config_builder` and `optimizer_builder.build_for_training`.
+`train_config.use_mixed_precision: true` is refused by name (the rewrite is
+process-wide and would reach this path's evaluation graphs);
+`train_config.sync_replicas: true` trains asynchronously, as in the OD API,
+but says so in a warning.
 """
 
 import copy
@@ -322,6 +326,11 @@ def create_model_fn(detection_model_fn, configs, hparams=None, use_tpu=False,
     raise ValueError('train_config.use_mixed_precision: true is not supported by the '
                      'Estimator path (model_main, model_lib); train with '
                      'python -m trainer.train, or set it to false')
+  if train_config.sync_replicas:
+    logging.warning('train_config.sync_replicas: true (replicas_to_aggregate %d) has no effect '
+                    'on the Estimator path (model_main, model_lib): its workers apply their '
+                    'gradients asynchronously. For synchronous replicas train with '
+                    'python -m trainer.train', train_config.replicas_to_aggregate)
   eval_config = configs['eval_config']
   categories = od_evaluator.categories_from_configs(configs)
 

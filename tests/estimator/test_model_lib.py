@@ -6,6 +6,7 @@ few generated 64x64 shapes images, and trained for a few steps.
 
 import glob
 import json
+import logging as py_logging
 import os
 import sys
 
@@ -144,6 +145,24 @@ def test_mixed_precision_is_refused_by_name_on_the_estimator_path(config_path):
   configs['train_config'].use_mixed_precision = True
   with pytest.raises(ValueError, match=r'train_config\.use_mixed_precision.*trainer\.train'):
     model_lib.create_model_fn(lambda **_: None, configs)
+
+
+def test_sync_replicas_is_named_as_having_no_effect_on_the_estimator_path(config_path, caplog):
+  # OD sample configs set it for the legacy trainer; model_lib trains its
+  # workers asynchronously whatever it says, which the user must be told.
+  configs = config_util.get_configs_from_pipeline_file(config_path)
+  with caplog.at_level(py_logging.WARNING):
+    model_lib.create_model_fn(lambda **_: None, configs)
+  assert not [r for r in caplog.records if 'sync_replicas' in r.getMessage()]
+  configs['train_config'].sync_replicas = True
+  configs['train_config'].replicas_to_aggregate = 4
+  with caplog.at_level(py_logging.WARNING):
+    model_lib.create_model_fn(lambda **_: None, configs)
+  warnings = [r.getMessage() for r in caplog.records if 'sync_replicas' in r.getMessage()]
+  assert warnings == [
+      'train_config.sync_replicas: true (replicas_to_aggregate 4) has no effect on the '
+      'Estimator path (model_main, model_lib): its workers apply their gradients '
+      'asynchronously. For synchronous replicas train with python -m trainer.train']
 
 
 def _features_labels(input_fn):
