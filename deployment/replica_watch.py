@@ -283,6 +283,23 @@ class ReplicaMonitor(object):
             if (stamp is None or stamp < step) and name not in left]
     return step, late, silent - left
 
+  def _report_read_failure(self, error, failing_since, last_log):
+    """Logs, at most every log interval, that the progress reads keep failing.
+
+    Returns:
+      (failing since, last log time), updated.
+    """
+    now = time.time()
+    failing_since = failing_since or now
+    interval = replica_log_interval(self._timeout_secs)
+    if now - failing_since >= interval and now - last_log >= interval:
+      logging.warning("sync replicas: the replica watch cannot read the replicas' progress "
+                      'for %.0f s (%s: %s); it names missing replicas once it can again',
+                      now - failing_since, type(error).__name__,
+                      getattr(error, 'message', error))
+      last_log = now
+    return failing_since, last_log
+
   def _missing(self, step, late, silent, now):
     """([replicas to name], since when they are missing) or ([], None).
 
@@ -312,11 +329,15 @@ class ReplicaMonitor(object):
       if sess is not watched:
         watched, last_log = sess, time.time()
         self._last_step, self._stalled_since, self._gone_since = None, last_log, {}
-        self._beats_seen = {}
+        self._beats_seen, failing_since = {}, None
       try:
         step, late, silent = self._read(sess, options)
-      except (tf.errors.OpError, RuntimeError):
-        continue  # A lost ps is the recovery's business; a closed one is replaced by start().
+      except (tf.errors.OpError, RuntimeError) as e:
+        # A lost ps is the recovery's business; a closed session is replaced by
+        # start(). Neither is silent for long: the job may be stalled meanwhile.
+        failing_since, last_log = self._report_read_failure(e, failing_since, last_log)
+        continue
+      failing_since = None
       now = time.time()
       missing, since = self._missing(step, late, silent, now)
       if not missing:

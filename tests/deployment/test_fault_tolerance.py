@@ -1,5 +1,6 @@
 """fault_tolerance and replica_watch: watchdogs, SIGTERM in a blocked run, replica stamps."""
 
+import logging as py_logging
 import os
 import re
 import signal
@@ -486,6 +487,28 @@ def test_replica_monitor_follows_the_session_the_supervisor_rebuilt():
     assert timed_out.wait(30), 'the monitor stayed on the closed first session'
     monitor.stop()
   assert sessions == [second]
+
+
+def test_replica_monitor_says_when_it_cannot_read_the_progress(caplog):
+  # Its reads failing for good (here: a closed session nothing replaced) left
+  # the watch silent: a stalled job then gave no hint why nobody ended it.
+  graph, global_step, progress, _, _ = _replica_graph()
+  monitor = replica_watch.ReplicaMonitor(progress, global_step, timeout_secs=3.0,
+                                         on_timeout=lambda *_: None, poll_secs=0.1)
+  sess = tf.compat.v1.Session(graph=graph)
+  sess.close()
+  with caplog.at_level(py_logging.WARNING):
+    monitor.start(sess)
+    deadline = time.time() + 30
+    while time.time() < deadline and not [
+        r for r in caplog.records if 'cannot read' in r.getMessage()]:
+      time.sleep(0.1)
+    monitor.stop()
+  warnings = [r.getMessage() for r in caplog.records if 'cannot read' in r.getMessage()]
+  assert warnings, 'no warning while every read failed'
+  assert re.match(r'sync replicas: the replica watch cannot read the replicas\' progress '
+                  r'for [0-9] s \(RuntimeError: .*closed.*\); it names missing replicas once '
+                  r'it can again$', warnings[0]), warnings[0]
 
 
 def _chief_monitor_message_while_worker0_beats(delivered_at_step_1, last_beats=()):
