@@ -46,6 +46,7 @@ a deadline named after its config field, and both training paths share it.
 """
 
 import collections
+import contextlib
 import math
 import threading
 
@@ -79,6 +80,9 @@ _FIELDS = {
 
 # Set once a training task of this process heard SIGTERM.
 _sigterm_heard = threading.Event()
+
+# How a worker told to go before its first training step ends its training call.
+SIGTERM_BEFORE_FIRST_STEP = 'SIGTERM before the first training step of this worker: leaving the job'
 
 
 class FaultSettings(collections.namedtuple(
@@ -256,6 +260,8 @@ class TaskFaults(object):
         settings.snapshot_interval if settings is not None and is_chief and self.session_peers
         else 0)
     self.last_step = None
+    # Set by `leaving_on_sigterm`; the training loop's grace starts from it.
+    self._sigterm_before_loop = threading.Event()
 
   @property
   def watches_replicas(self):
@@ -343,9 +349,45 @@ class TaskFaults(object):
     def heard():
       _sigterm_heard.set()
       on_sigterm()
-    setting = (self.settings.setting('termination_grace') if self.settings
-               else 'deploy_config.termination_grace_secs')
-    return fault_tolerance.SigtermGrace(self.termination_grace_secs, setting, is_chief, heard)
+    return fault_tolerance.SigtermGrace(self.termination_grace_secs, self._grace_setting(),
+                                        is_chief, heard, heard_before=self._sigterm_before_loop)
+
+  @contextlib.contextmanager
+  def leaving_on_sigterm(self, active=True):
+    """While active, SIGTERM raises `TrainingPreempted` (a worker of a resizable job).
+
+    The training loop hears SIGTERM itself once it runs; before that, a worker
+    joining a running job spends 15-30 s announcing itself and building its
+    graph on a busy machine, and a scale-down may land there. The raise is
+    the fast way out, but not a sure one: a handler that runs inside a
+    `__del__` (TensorFlow's objects have many, and the garbage collector runs
+    them at any time) has its exception printed and dropped, and the worker
+    trained on. So the signal is also recorded, and the loop's grace
+    (`sigterm_grace`) asks for the stop the moment it takes over: the worker
+    then leaves before its first step. From the signal on, the termination
+    grace bounds the exit as it does in the loop.
+
+    Args:
+      active: False makes this a no-op (a chief, a job whose workers are fixed).
+    """
+    if not active:
+      yield
+      return
+
+    def heard():
+      _sigterm_heard.set()
+      self._sigterm_before_loop.set()
+      # The watch thread records the signal too; only the main thread can leave.
+      if threading.current_thread() is threading.main_thread():
+        raise TrainingPreempted(SIGTERM_BEFORE_FIRST_STEP)
+    grace = fault_tolerance.SigtermGrace(self.termination_grace_secs, self._grace_setting(),
+                                         is_chief=False, on_sigterm=heard)
+    with grace.handling():
+      yield
+
+  def _grace_setting(self):
+    return (self.settings.setting('termination_grace') if self.settings
+            else 'deploy_config.termination_grace_secs')
 
   def close_timeout_secs(self):
     """How long closing the training session may take: short while recovering."""

@@ -29,9 +29,7 @@ that ps held from its snapshot or the latest checkpoint (129 after
 docs/fault_tolerance.md.
 """
 
-import contextlib
 import functools
-import signal
 
 from absl import app
 from absl import flags
@@ -198,7 +196,7 @@ def run(argv=None):
   stop_watching_chief = faults.watch_chief()
   members = None
   try:
-    with _leave_on_sigterm(elastic_job and not is_chief), (
+    with faults.leaving_on_sigterm(elastic_job and not is_chief), (
         trainer.mixed_precision_ends_with(train_config)):
       members = _join(cluster, master, is_chief, sync_members) if elastic_job else None
       trained = _train_until_done(train_once, cluster, faults, train_config.num_steps)
@@ -234,32 +232,6 @@ def _start_training_server(cluster, timeouts):
     return cluster_check.start_server_and_agree(cluster, timeouts.startup, resizable=True)
   server, _ = elastic.start_worker_server(cluster, timeouts.startup, resizable=True)
   return server
-
-
-@contextlib.contextmanager
-def _leave_on_sigterm(active):
-  """While active, SIGTERM raises `TrainingPreempted` (a worker of a resizable job).
-
-  The training loop hears SIGTERM itself once its session starts; before that a
-  worker joining a running job spends 15-30 s announcing itself and building its
-  graph on a busy machine, and a scale-down landing there used to kill it
-  unannounced, so the chief kept counting it and the ps waited for it at the end.
-  The loop's handler replaces this one while it runs and puts it back after.
-  """
-  if not active:
-    yield
-    return
-
-  def leave(signum, frame):
-    del signum, frame
-    raise fault_runtime.TrainingPreempted(
-        'SIGTERM before the first training step of this worker: leaving the job')
-
-  previous = signal.signal(signal.SIGTERM, leave)
-  try:
-    yield
-  finally:
-    signal.signal(signal.SIGTERM, previous)
 
 
 def _join(cluster, master, is_chief, sync_members=None):

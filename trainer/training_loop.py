@@ -222,6 +222,8 @@ class TrainStepRunner:
 
   def __call__(self, sess, train_op, global_step, train_step_kwargs):
     del train_step_kwargs  # Logging and stopping are decided here instead.
+    if self.last_step is None and not self._is_chief and self._preempt_requested.is_set():
+      return self._leave_before_first_step(sess, global_step)
     self._watch_session(sess, global_step)
     if self.last_step is None and self._number_of_steps:
       # A task (re)started after the end must not push the step past it.
@@ -268,6 +270,19 @@ class TrainStepRunner:
       self._finish(sess, self.last_step)
       return loss, True
     return loss, False
+
+  def _leave_before_first_step(self, sess, global_step):
+    """A worker stopped by SIGTERM before its first step stops without one.
+
+    It has nothing of its own to save, and a worker removed from a running
+    job would otherwise join the rounds (a sync joiner announces itself
+    before its first step) only to leave them again.
+    """
+    step = int(sess.run(global_step))
+    self._preempted = TrainingPreempted(
+        '%s (global step %d)' % (fault_runtime.SIGTERM_BEFORE_FIRST_STEP, step), step)
+    self._finish(sess, step)
+    return float('nan'), True
 
   def _report_skipped_update(self, loss_scale):
     """Logs a step whose update mixed precision's dynamic loss scale skipped."""

@@ -6,6 +6,7 @@ test_trainer_updates.py; both train tests/trainer/trainer_testlib's detector.
 
 import os
 import re
+import signal
 import sys
 import threading
 import time
@@ -15,6 +16,7 @@ import pytest
 import tensorflow as tf
 
 from core import standard_fields as fields
+from deployment import fault_runtime
 from tests import test_util
 from tests.trainer import trainer_testlib as lib
 from trainer import trainer
@@ -312,6 +314,40 @@ def test_runner_steps_on_after_its_session_is_replaced():
       second.run(global_step.assign(5))
       assert runner(second, train_op, global_step, {}) == (6, False)
   assert runner.last_step == 6
+
+
+class _SignalsItselfWhenCollected(object):
+  """Sends this process SIGTERM from its `__del__`, where a Python signal handler's
+  exception is printed and dropped (as in any of TensorFlow's `__del__` methods)."""
+
+  def __del__(self):
+    os.kill(os.getpid(), signal.SIGTERM)
+    sum(range(100))  # Bytecodes: the handler runs here, inside __del__.
+
+
+@pytest.mark.filterwarnings('ignore::pytest.PytestUnraisableExceptionWarning')  # the lost raise
+def test_a_sigterm_lost_before_the_loop_stops_a_worker_before_its_first_step():
+  # CI, 2026-11-28: a joiner removed while it built its graph trained on for good.
+  faults = fault_runtime.TaskFaults()
+  with tf.Graph().as_default():
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    train_op = tf.compat.v1.assign_add(global_step, 1)
+    with faults.leaving_on_sigterm():
+      # The raise of the early handler is lost; the process goes on.
+      _SignalsItselfWhenCollected()  # Collected at once: its __del__ signals.
+      runner = training_loop.TrainStepRunner(number_of_steps=10, is_chief=False,
+                                             faults=faults, log_every_n_steps=0)
+      with tf.compat.v1.Session() as sess:
+        sess.run(tf.compat.v1.global_variables_initializer())
+        with runner.handle_sigterm():
+          loss, should_stop = runner(sess, train_op, global_step, {})
+        assert sess.run(global_step) == 0  # It never stepped.
+  assert should_stop and np.isnan(loss)
+  with pytest.raises(fault_runtime.TrainingPreempted,
+                     match=r'SIGTERM before the first training step of this worker: leaving '
+                           r'the job \(global step 0\)') as raised:
+    runner.raise_if_preempted()
+  assert raised.value.code == 143
 
 
 if __name__ == '__main__':
