@@ -120,7 +120,7 @@ def test_replica_monitor_says_when_it_cannot_read_the_progress(caplog):
   warnings = [r.getMessage() for r in caplog.records if 'cannot read' in r.getMessage()]
   assert warnings, 'no warning while every read failed'
   assert re.match(r'sync replicas: the replica watch cannot read the replicas\' progress '
-                  r'for [0-9] s \(RuntimeError: .*closed.*\); it names missing replicas once '
+                  r'for [0-9]+ s \(RuntimeError: .*closed.*\); it names missing replicas once '
                   r'it can again$', warnings[0]), warnings[0]
 
 
