@@ -521,7 +521,8 @@ def print_summary(rows):
         if ratios else '-', len(ratios), r['loss'][0], r['loss'][1]))
 
 
-def _write_data_and_config(log_dir):
+def write_data_and_config(log_dir):
+  """The colour records and the pipeline config every job of the invocation trains on."""
   from tests.trainer import cluster_testlib  # noqa: PLC0415
   # Without label noise the tiny classifier's loss is 0.00 within 100 steps and two loss
   # curves could not differ; with 0.2 it settles near the labels' entropy (0.50 nats).
@@ -568,7 +569,7 @@ def main(argv):
             os.getloadavg()[0], 'network namespaces' if FLAGS.netns else 'loopback'))
   for name, (sizes, secs) in plans.items():
     print('%s: workers %s, a change every %.0f s' % (name, ','.join(map(str, sizes)), secs))
-  config = _write_data_and_config(log_dir)
+  config = write_data_and_config(log_dir)
   baselines = {}
   for size in sorted({s for sizes, _ in plans.values() for s in sizes}):
     fixed = run_fixed('baseline%d' % size, size, config, log_dir, secs=FLAGS.baseline_secs)
