@@ -385,6 +385,11 @@ class TaskFaults(object):
     with grace.handling():
       yield
 
+  def sigterm_before_loop(self):
+    """Whether `leaving_on_sigterm` heard SIGTERM (the worker is to leave before its
+    first step)."""
+    return self._sigterm_before_loop.is_set()
+
   def _grace_setting(self):
     return (self.settings.setting('termination_grace') if self.settings
             else 'deploy_config.termination_grace_secs')

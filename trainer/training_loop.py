@@ -222,7 +222,7 @@ class TrainStepRunner:
 
   def __call__(self, sess, train_op, global_step, train_step_kwargs):
     del train_step_kwargs  # Logging and stopping are decided here instead.
-    if self.last_step is None and not self._is_chief and self._preempt_requested.is_set():
+    if self.last_step is None and self._faults.sigterm_before_loop():
       return self._leave_before_first_step(sess, global_step)
     self._watch_session(sess, global_step)
     if self.last_step is None and self._number_of_steps:
@@ -272,11 +272,14 @@ class TrainStepRunner:
     return loss, False
 
   def _leave_before_first_step(self, sess, global_step):
-    """A worker stopped by SIGTERM before its first step stops without one.
+    """A joining worker removed by SIGTERM before its training loop began stops
+    without a step (`TaskFaults.leaving_on_sigterm`).
 
-    It has nothing of its own to save, and a worker removed from a running
-    job would otherwise join the rounds (a sync joiner announces itself
-    before its first step) only to leave them again.
+    It has nothing of its own to save, and it would otherwise join the rounds
+    (a sync joiner announces itself before its first step) only to leave them
+    again. Any other task heard SIGTERM in the loop and takes its step first: a
+    sync chief stopped with its whole job needs its workers' gradients for the
+    step it checkpoints.
     """
     step = int(sess.run(global_step))
     self._preempted = TrainingPreempted(

@@ -350,5 +350,23 @@ def test_a_sigterm_lost_before_the_loop_stops_a_worker_before_its_first_step():
   assert raised.value.code == 143
 
 
+def test_a_worker_stopped_in_its_loop_before_its_first_step_takes_that_step_first():
+  # Only a joiner removed before its loop began leaves without a step: a worker of a
+  # job stopped as a whole still delivers the step its sync chief may be waiting for.
+  with tf.Graph().as_default():
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    train_op = tf.compat.v1.assign_add(global_step, 1)
+    runner = training_loop.TrainStepRunner(number_of_steps=10, is_chief=False,
+                                           faults=fault_runtime.TaskFaults(),
+                                           log_every_n_steps=0)
+    runner.request_preemption()
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      _, should_stop = runner(sess, train_op, global_step, {})
+      assert should_stop and sess.run(global_step) == 1
+  with pytest.raises(fault_runtime.TrainingPreempted, match='training preempted by SIGTERM at'):
+    runner.raise_if_preempted()
+
+
 if __name__ == '__main__':
   sys.exit(pytest.main([__file__, '-q']))
