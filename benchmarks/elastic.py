@@ -521,6 +521,22 @@ def print_summary(rows):
         if ratios else '-', len(ratios), r['loss'][0], r['loss'][1]))
 
 
+def check_netns_flag():
+  """Raises a usage error naming why `--netns` cannot run here (no root, no `ip`)."""
+  if FLAGS.netns:
+    from deployment import netns  # noqa: PLC0415  (only --netns needs root and ip)
+    reason = netns.unavailable_reason()
+    if reason:
+      raise app.UsageError('--netns: %s' % reason)
+
+
+def task_log_dir(prefix):
+  """`--task_log_dir`, made if missing, or a new temp dir named `prefix...`."""
+  log_dir = FLAGS.task_log_dir or tempfile.mkdtemp(prefix=prefix)
+  os.makedirs(log_dir, exist_ok=True)
+  return log_dir
+
+
 def write_data_and_config(log_dir):
   """The colour records and the pipeline config every job of the invocation trains on."""
   from tests.trainer import cluster_testlib  # noqa: PLC0415
@@ -546,11 +562,7 @@ def main(argv):
     raise app.UsageError('--schedule needs counts >= 1; --runs is schedule and/or churn')
   if 'churn' in FLAGS.runs and max(schedule) == min(schedule):
     raise app.UsageError('the churn run moves between min and max of --schedule')
-  if FLAGS.netns:
-    from deployment import netns  # noqa: PLC0415
-    reason = netns.unavailable_reason()
-    if reason:
-      raise app.UsageError('--netns: %s' % reason)
+  check_netns_flag()
   plans = collections.OrderedDict()
   if 'schedule' in FLAGS.runs:
     plans['schedule'] = (timeline.schedule_sizes(schedule, FLAGS.phase_secs,
@@ -558,8 +570,7 @@ def main(argv):
   if 'churn' in FLAGS.runs:
     plans['churn'] = (timeline.churn_sizes(min(schedule), max(schedule), FLAGS.churn_secs,
                                            FLAGS.duration_secs), FLAGS.churn_secs)
-  log_dir = FLAGS.task_log_dir or tempfile.mkdtemp(prefix='elastic_bench_')
-  os.makedirs(log_dir, exist_ok=True)
+  log_dir = task_log_dir('elastic_bench_')
   most = max(max(sizes) for sizes, _ in plans.values())
   print('task logs: %s' % log_dir)
   print('up to %d TensorFlow task processes (chief, %d ps, %d workers) on %d cores%s; '

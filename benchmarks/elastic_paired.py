@@ -31,7 +31,6 @@ own baseline.
 """
 
 import os
-import tempfile
 import time
 
 from absl import app
@@ -108,13 +107,8 @@ def main(argv):
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
   if FLAGS.repeats < 1 or FLAGS.window_secs <= 0:
     raise app.UsageError('--repeats must be >= 1 and --window_secs > 0')
-  if FLAGS.netns:
-    from deployment import netns  # noqa: PLC0415  (only --netns needs root and ip)
-    reason = netns.unavailable_reason()
-    if reason:
-      raise app.UsageError('--netns: %s' % reason)
-  log_dir = FLAGS.task_log_dir or tempfile.mkdtemp(prefix='elastic_paired_')
-  os.makedirs(log_dir, exist_ok=True)
+  elastic.check_netns_flag()
+  log_dir = elastic.task_log_dir('elastic_paired_')
   print('task logs: %s; %d cores, load average %.1f; %s' % (
       log_dir, os.cpu_count(), os.getloadavg()[0],
       'network namespaces' if FLAGS.netns else 'loopback'), flush=True)

@@ -40,7 +40,6 @@ baselines); say so in RESULTS.md when other values are used.
 
 import collections
 import os
-import tempfile
 import time
 
 from absl import app
@@ -169,13 +168,8 @@ def main(argv):
   if FLAGS.quick:
     FLAGS.kills, FLAGS.baseline_kills, FLAGS.period_secs = 1, 1, 20
     FLAGS.net, FLAGS.image_size = 'small_cnn', 16
-  if FLAGS.netns:
-    from deployment import netns  # noqa: PLC0415
-    reason = netns.unavailable_reason()
-    if reason:
-      raise app.UsageError('--netns: %s' % reason)
-  log_dir = FLAGS.task_log_dir or tempfile.mkdtemp(prefix='ps_failover_')
-  os.makedirs(log_dir, exist_ok=True)
+  elastic.check_netns_flag()
+  log_dir = elastic.task_log_dir('ps_failover_')
   from tests.trainer import cluster_testlib  # noqa: PLC0415
   data = cluster_testlib.write_colour_records(os.path.join(log_dir, 'data'), 512)
   print('task logs: %s; %s; net %s %dx%d; kills every %.0f s; load average %.1f' % (
