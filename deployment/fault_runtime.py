@@ -260,7 +260,7 @@ class TaskFaults(object):
         settings.snapshot_interval if settings is not None and is_chief and self.session_peers
         else 0)
     self.last_step = None
-    # Set by `leaving_on_sigterm`; the training loop's grace starts from it.
+    # Set by `leaving_on_sigterm`; the training loop leaves before its first step.
     self._sigterm_before_loop = threading.Event()
 
   @property
@@ -350,7 +350,7 @@ class TaskFaults(object):
       _sigterm_heard.set()
       on_sigterm()
     return fault_tolerance.SigtermGrace(self.termination_grace_secs, self._grace_setting(),
-                                        is_chief, heard, heard_before=self._sigterm_before_loop)
+                                        is_chief, heard)
 
   @contextlib.contextmanager
   def leaving_on_sigterm(self, active=True):
@@ -362,10 +362,10 @@ class TaskFaults(object):
     the fast way out, but not a sure one: a handler that runs inside a
     `__del__` (TensorFlow's objects have many, and the garbage collector runs
     them at any time) has its exception printed and dropped, and the worker
-    trained on. So the signal is also recorded, and the loop's grace
-    (`sigterm_grace`) asks for the stop the moment it takes over: the worker
-    then leaves before its first step. From the signal on, the termination
-    grace bounds the exit as it does in the loop.
+    trained on. So the signal is also recorded (`sigterm_before_loop`), and
+    the training loop, seeing it, leaves before its first step. From the
+    signal on, the termination grace bounds the exit as it does in the loop
+    (this block's `SigtermGrace` starts the watchdog from its watch thread).
 
     Args:
       active: False makes this a no-op (a chief, a job whose workers are fixed).

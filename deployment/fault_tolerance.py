@@ -338,17 +338,13 @@ class SigtermGrace(object):
     is_chief: whether this task writes the preemption checkpoint.
     on_sigterm: callable() asking training to stop. It may run twice and from
       another thread (set an Event, say).
-    heard_before: optional `threading.Event` set by whoever handled SIGTERM
-      before this block (a joining worker's `TaskFaults.leaving_on_sigterm`);
-      set when `handling()` starts, the stop is asked for at once.
   """
 
-  def __init__(self, grace_secs, setting, is_chief, on_sigterm, heard_before=None):
+  def __init__(self, grace_secs, setting, is_chief, on_sigterm):
     self._grace_secs = grace_secs
     self._setting = setting
     self._is_chief = is_chief
     self._on_sigterm = on_sigterm
-    self._heard_before = heard_before
     self._watchdog = None
     self._lock = threading.Lock()
     self.checkpoint_written = False
@@ -362,10 +358,6 @@ class SigtermGrace(object):
     previous = signal.signal(signal.SIGTERM,
                              lambda unused_signum, unused_frame: self._on_sigterm())
     remove_listener = add_sigterm_listener(self._start)
-    # Checked after the handler is in place, so that no SIGTERM falls between the two.
-    if self._heard_before is not None and self._heard_before.is_set():
-      logging.info('SIGTERM arrived before the training loop started: stopping')
-      self._start()
     try:
       yield
     finally:
