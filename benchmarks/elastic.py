@@ -377,7 +377,7 @@ def goal_line(name, numerator, denominator):
 
 def per_task(rate, workers):
   """Examples/sec per training task (chief + workers) of a job at `rate` global steps/sec."""
-  return rate * FLAGS.batch_size / (workers + 1)
+  return timeline.examples_per_task(rate, FLAGS.batch_size, workers)
 
 
 def print_timeline(run):

@@ -82,7 +82,8 @@ def run_elastic_side(name, config, log_dir):
     while leaver.poll() is None and time.time() < deadline:
       job.sleep_until(time.time() + 0.2)
     job.update()
-    left = max(leaver.log.last_step_time() or leaver.signalled, leaver.signalled)
+    # Its last step (the one in flight at SIGTERM), or the signal if it made none.
+    left = max(leaver.signalled, leaver.log.last_step_time() or 0)
     leave = _timed_rate(job, left + FLAGS.settle_secs)
     return dict(join=join, leave=leave, restarts=_restart_lines(job),
                 join_secs=joiner.log.first_step_time() - joiner.started,

@@ -9,11 +9,7 @@ beside the other benchmarks' modules in one process.
 """
 
 from benchmarks import bench_util
-
-
-def per_task(rate, batch_size, workers):
-  """Examples/sec per training task (the chief and `workers` workers) at `rate` steps/sec."""
-  return rate * batch_size / (workers + 1)
+from benchmarks import elastic_timeline as timeline
 
 
 def report(repeats, batch_size, workers, goal):
@@ -30,7 +26,7 @@ def report(repeats, batch_size, workers, goal):
     The lines to print.
   """
   def ex(rate):
-    return per_task(rate, batch_size, workers)
+    return timeline.examples_per_task(rate, batch_size, workers)
   lines = ['| repeat | order | fresh: ex/s per task | after a join | ratio | after a leave | '
            'ratio | joiner start -> first step (s) | leaver exit | restart lines (kept) |',
            '| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |']

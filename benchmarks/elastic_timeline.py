@@ -189,6 +189,12 @@ def task_rate(progress, start, end):
   return sum(1 for t, _, _ in progress if start < t <= end) / (end - start)
 
 
+def examples_per_task(rate, batch_size, workers):
+  """Examples/sec per training task (the chief and `workers` workers) of a job at `rate`
+  global steps/sec of `batch_size` examples each."""
+  return rate * batch_size / (workers + 1)
+
+
 def losses_by_step(progress_lists, last_step=None):
   """[(global step, loss)] of every task's lines, sorted by step, up to `last_step`."""
   pairs = sorted((step, loss) for lines in progress_lists for _, step, loss in lines)
