@@ -42,12 +42,17 @@ RunConfig):
 
 Differs on purpose from the originals (tf-slim's Supervisor loop,
 tf.estimator's `MonitoredTrainingSession`): every wait of a cluster task has
-a deadline named after its config field, and both training paths share it.
+a deadline named after its config field, and both training paths share it;
+a step that TensorFlow refuses only because its random request id repeated
+one (`AbortedError: The same RunGraph (Worker) request was received twice`,
+which a long job meets by chance) runs again in the same session, where the
+originals threw the session away and built a new one.
 """
 
 import collections
 import contextlib
 import math
+import re
 import threading
 
 from absl import logging
@@ -58,6 +63,11 @@ from deployment import cluster_runtime
 from deployment import exit_codes
 from deployment import fault_tolerance
 from deployment import step_watch
+
+# Runs of one step in a row that a worker may refuse as a repeated request id
+# (`fault_tolerance.is_duplicate_request`) before the error is taken for a lost peer.
+# One is one in tens of thousands; a fourth in a row is no longer chance.
+DUPLICATE_REQUEST_RETRIES = 3
 
 # How long closing the session of a lost ps may take before it is left behind.
 # Nothing waits on that close (the new session does not need it), and every
@@ -437,12 +447,21 @@ class _NotingLostPeers(object):
     return False
 
 
+def _refusal_line(error):
+  """What a refusal's message says was refused (TensorFlow puts other lines first)."""
+  message = getattr(error, 'message', None) or str(error)
+  said = re.search(r'The same [^\n]*?%s' % fault_tolerance.DUPLICATE_REQUEST, message)
+  return said.group(0) if said else message.strip()[:200]
+
+
 class BoundedSession(tf_session_lib.SessionInterface):
   """A training session as the fault runtime hands it to a loop.
 
   It holds a `tf.compat.v1.Session` and the task's `TaskFaults`, and it is
   what the loop runs its steps through and closes: `run` starts the recovery
-  deadline when a step fails on a lost peer, and `close` is bounded
+  deadline when a step fails on a lost peer, runs again a step that
+  TensorFlow refused only for a repeated request id (no peer was lost: the
+  session stays), and `close` is bounded
   (`fault_tolerance.close_session`: the termination grace after the last
   step, a few seconds for the broken session of a lost peer) and names the
   ps tasks it waits for when slow. Savers, hooks and queue runners accept it
@@ -455,9 +474,14 @@ class BoundedSession(tf_session_lib.SessionInterface):
       a lost peer (default: `faults.last_step`).
     stop_step_watch_on_loss: a lost peer stops the step deadline (the
       recovery has its own); False leaves it to the loop.
+
+  Attributes:
+    duplicate_requests: how many runs were refused as a repeated request id
+      and run again.
   """
 
   def __init__(self, session, faults, last_step_fn=None, stop_step_watch_on_loss=True):
+    self.duplicate_requests = 0
     self._session = session
     self._faults = faults
     self._last_step_fn = last_step_fn or (lambda: faults.last_step)
@@ -477,15 +501,29 @@ class BoundedSession(tf_session_lib.SessionInterface):
     return self._session.sess_str
 
   def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
-    """`Session.run`; a lost peer starts the recovery deadline before the error goes on."""
-    try:
-      return self._session.run(fetches, feed_dict=feed_dict, options=options,
-                               run_metadata=run_metadata)
-    except fault_tolerance.PEER_ERRORS as e:
-      if self._stop_step_watch_on_loss:
-        self._faults.stop_step_watch()
-      self._faults.note_lost_peer(e, self._last_step_fn())
-      raise
+    """`Session.run`; a lost peer starts the recovery deadline before the error goes on.
+
+    A run that a worker service refused as a repeated request id
+    (`fault_tolerance.is_duplicate_request`) runs again in this session, up to
+    `DUPLICATE_REQUEST_RETRIES` times, with new ids.
+    """
+    refused = 0
+    while True:
+      try:
+        return self._session.run(fetches, feed_dict=feed_dict, options=options,
+                                 run_metadata=run_metadata)
+      except fault_tolerance.PEER_ERRORS as e:
+        if refused < DUPLICATE_REQUEST_RETRIES and fault_tolerance.is_duplicate_request(e):
+          refused += 1
+          self.duplicate_requests += 1
+          logging.warning('a run was refused as a repeated request id (%s); running it '
+                          'again in the same session (%d of %d)', _refusal_line(e), refused,
+                          DUPLICATE_REQUEST_RETRIES)
+          continue
+        if self._stop_step_watch_on_loss:
+          self._faults.stop_step_watch()
+        self._faults.note_lost_peer(e, self._last_step_fn())
+        raise
 
   def partial_run_setup(self, fetches, feeds=None):
     return self._session.partial_run_setup(fetches, feeds)

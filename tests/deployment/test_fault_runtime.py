@@ -5,10 +5,17 @@ Estimator (from a RunConfig) build a `fault_runtime.FaultSettings`; these
 tests check that each maps its fields onto it and names its own fields in
 messages and errors, and that the `BoundedSession` the loops run their
 steps through is usable wherever a TF session is (run, Saver, hooks) and
-closes within its bound. The cluster behaviour itself is tested by the
-cluster fault tests of both paths.
+closes within its bound, and that a step TensorFlow refuses as a repeated
+request id runs again in the same session (in a process whose /dev/urandom
+the test fixes, so that TensorFlow's own refusal happens at once:
+tests/deployment/repeated_request_main.py). The cluster behaviour itself is
+tested by the cluster fault tests of both paths.
 """
 
+import json
+import os
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -21,6 +28,10 @@ from deployment import ports
 from protos import pipeline_pb2
 from trainer import estimator as tfe
 from estimator import faults as estimator_faults
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+tf.compat.v1.disable_eager_execution()
 
 
 def _ps_cluster(task_type='chief'):
@@ -164,6 +175,48 @@ def test_bounded_session_runs_saves_and_closes_a_real_session(tmp_path):
     assert session.close() is True
     with pytest.raises(RuntimeError, match='closed Session'):
       raw.run(step)
+
+
+def _mount_namespace_reason():
+  """Why this machine cannot give a process its own /dev/urandom, or None."""
+  if os.geteuid() != 0:
+    return 'not root'
+  if shutil.which('unshare') is None or shutil.which('mount') is None:
+    return 'no unshare or mount command'
+  return None
+
+
+@pytest.mark.cluster
+def test_a_step_tensorflow_refuses_as_a_repeated_request_id_runs_again_in_its_session(
+    tmp_path):
+  reason = _mount_namespace_reason()
+  if reason:
+    pytest.skip('a mount namespace is needed to fix the request-id seed: %s' % reason)
+  seed_file = tmp_path / 'urandom'
+  seed_file.write_bytes(b'\0\0\0\0')
+  env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL='2')
+  result = subprocess.run(
+      ['unshare', '-m', 'sh', '-c',
+       'mount --bind "$1" /dev/urandom && exec "$2" -m tests.deployment.repeated_request_main '
+       '"$1"', 'sh', str(seed_file), sys.executable],
+      cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=240)
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  cases = {c['case']: c for c in (json.loads(line) for line in result.stdout.splitlines()
+                                  if line.startswith('{'))}
+  # TensorFlow's own refusal, as a plain session meets it: recognized, not a lost peer.
+  raw = cases['raw']
+  assert (raw['first'], raw['error'], raw['duplicate']) == (1, 'AbortedError', True), raw
+  assert 'The same RunGraph (Worker) request was received twice' in raw['refused_line'][0]
+  # Refused once, then new ids: the step ran in the same session, no recovery.
+  assert cases['retried'] == {'case': 'retried', 'value': 2, 'duplicate_requests': 1,
+                              'recovering': False}
+  # Refused every time: after DUPLICATE_REQUEST_RETRIES runs again, a lost peer.
+  assert cases['refused'] == {'case': 'refused', 'error': 'AbortedError',
+                              'duplicate_requests': fault_runtime.DUPLICATE_REQUEST_RETRIES,
+                              'recovering': True}
+  assert ('a run was refused as a repeated request id (The same RunGraph (Worker) request '
+          'was received twice); running it again in the same session (1 of 3)') in result.stderr
+  assert 'running it again in the same session (3 of 3)' in result.stderr
 
 
 if __name__ == '__main__':
