@@ -52,6 +52,7 @@ from absl import logging
 import tensorflow as tf
 
 from deployment import exit_codes
+from deployment import request_ids
 
 _DONE_QUEUE_NAME = 'slimtrain_training_done_%d'
 _POLL_SECS = 2.0
@@ -519,6 +520,9 @@ def serve_until_training_done(server, cluster, chief_timeout_secs=300,
             tokens.add(*sess.run(dequeue, options=wait_options))
           except tf.errors.DeadlineExceededError:
             pass
+          except tf.errors.AbortedError as e:
+            if not request_ids.is_duplicate_request(e):
+              raise
           code = tokens.exit_code()
           if code is not None:
             return code

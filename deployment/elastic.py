@@ -59,6 +59,7 @@ import tensorflow as tf
 
 from deployment import cluster_check
 from deployment import cluster_runtime
+from deployment import request_ids
 
 JOINED = 'joined'
 LEFT = 'left'
@@ -211,7 +212,10 @@ class MembershipLog(object):
             self.record(session.run(dequeue, options=options))
           except tf.errors.DeadlineExceededError:
             continue
-          except tf.errors.OpError as e:  # the chief's own server is going away
+          except tf.errors.OpError as e:
+            if request_ids.is_duplicate_request(e):
+              continue  # chance, no fault: the next poll has new request ids
+            # The chief's own server is going away.
             logging.warning('worker membership log stopped: %s', e.message)
             return
 
@@ -220,6 +224,10 @@ class MembershipLog(object):
     self._thread = threading.Thread(target=self._run, name='MembershipLog', daemon=True)
     self._thread.start()
     return self
+
+  def running(self):
+    """Whether the logging thread is still polling."""
+    return self._thread is not None and self._thread.is_alive()
 
   def stop(self, timeout_secs=5.0):
     """Stops the thread (within one poll, at most `timeout_secs`)."""

@@ -62,12 +62,12 @@ from deployment import cluster as cluster_lib
 from deployment import cluster_runtime
 from deployment import exit_codes
 from deployment import fault_tolerance
+from deployment import request_ids
 from deployment import step_watch
 
 # Runs of one step in a row that a worker may refuse as a repeated request id
-# (`fault_tolerance.is_duplicate_request`) before the error is taken for a lost peer.
-# One is one in tens of thousands; a fourth in a row is no longer chance.
-DUPLICATE_REQUEST_RETRIES = 3
+# before the error is taken for a lost peer.
+DUPLICATE_REQUEST_RETRIES = request_ids.RETRIES
 
 # How long closing the session of a lost ps may take before it is left behind.
 # Nothing waits on that close (the new session does not need it), and every
@@ -450,7 +450,7 @@ class _NotingLostPeers(object):
 def _refusal_line(error):
   """What a refusal's message says was refused (TensorFlow puts other lines first)."""
   message = getattr(error, 'message', None) or str(error)
-  said = re.search(r'The same [^\n]*?%s' % fault_tolerance.DUPLICATE_REQUEST, message)
+  said = re.search(r'The same [^\n]*?%s' % request_ids.DUPLICATE_REQUEST, message)
   return said.group(0) if said else message.strip()[:200]
 
 
@@ -504,7 +504,7 @@ class BoundedSession(tf_session_lib.SessionInterface):
     """`Session.run`; a lost peer starts the recovery deadline before the error goes on.
 
     A run that a worker service refused as a repeated request id
-    (`fault_tolerance.is_duplicate_request`) runs again in this session, up to
+    (`deployment.request_ids`) runs again in this session, up to
     `DUPLICATE_REQUEST_RETRIES` times, with new ids.
     """
     refused = 0
@@ -513,7 +513,7 @@ class BoundedSession(tf_session_lib.SessionInterface):
         return self._session.run(fetches, feed_dict=feed_dict, options=options,
                                  run_metadata=run_metadata)
       except fault_tolerance.PEER_ERRORS as e:
-        if refused < DUPLICATE_REQUEST_RETRIES and fault_tolerance.is_duplicate_request(e):
+        if refused < DUPLICATE_REQUEST_RETRIES and request_ids.is_duplicate_request(e):
           refused += 1
           self.duplicate_requests += 1
           logging.warning('a run was refused as a repeated request id (%s); running it '

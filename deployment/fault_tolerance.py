@@ -62,12 +62,6 @@ from deployment import exit_codes
 
 # What a session reports when a peer died or restarted under it.
 PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError)
-# How a task's worker service refuses a request whose id it saw among its last 100000:
-# a resent request, or chance: TensorFlow draws each step's RunGraph ids from a
-# generator seeded with 32 random bits in a thread of that step's own, so the ids of a
-# long job repeat (the first after some 10^5 steps, then one every few 10^4 steps of a
-# task; benchmarks/duplicate_request_ids.py, docs/fault_tolerance.md).
-DUPLICATE_REQUEST = 'request was received twice'
 # How long a Watchdog lets its last words (a checkpoint, a message to the ps) run.
 LAST_WORDS_SECS = 15.0
 # How long a recovering worker accepts that the chief is unreachable as well as its ps.
@@ -75,19 +69,6 @@ CHIEF_GONE_SECS = 5.0
 _TASK_RE = re.compile(r'/job:(\w+)/replica:\d+/task:(\d+)')
 # After this long, a slow Session.close() logs what it waits for (and again every period).
 CLOSE_REPORT_SECS = 5.0
-
-def is_duplicate_request(error):
-  """Whether `error` is a worker service refusing a request id it had seen (no lost peer).
-
-  Args:
-    error: an exception from `Session.run`.
-
-  Returns:
-    True for TensorFlow's `AbortedError` "The same ... request was received twice".
-  """
-  return (isinstance(error, tf.errors.AbortedError)
-          and DUPLICATE_REQUEST in (getattr(error, 'message', '') or ''))
-
 
 def exit_now(code, message):
   """Logs `message` and ends the process with `code` at once.

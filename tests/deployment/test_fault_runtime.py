@@ -6,8 +6,9 @@ tests check that each maps its fields onto it and names its own fields in
 messages and errors, and that the `BoundedSession` the loops run their
 steps through is usable wherever a TF session is (run, Saver, hooks) and
 closes within its bound, and that a step TensorFlow refuses as a repeated
-request id runs again in the same session (in a process whose /dev/urandom
-the test fixes, so that TensorFlow's own refusal happens at once:
+request id runs again in the same session, while the ps loop and the chief's
+membership log poll on (in a process whose /dev/urandom the test controls, so
+that TensorFlow's own refusal happens at once:
 tests/deployment/repeated_request_main.py). The cluster behaviour itself is
 tested by the cluster fault tests of both paths.
 """
@@ -187,18 +188,17 @@ def _mount_namespace_reason():
 
 
 @pytest.mark.cluster
-def test_a_step_tensorflow_refuses_as_a_repeated_request_id_runs_again_in_its_session(
-    tmp_path):
+def test_a_run_tensorflow_refuses_as_a_repeated_request_id_runs_again(tmp_path):
   reason = _mount_namespace_reason()
   if reason:
     pytest.skip('a mount namespace is needed to fix the request-id seed: %s' % reason)
-  seed_file = tmp_path / 'urandom'
-  seed_file.write_bytes(b'\0\0\0\0')
+  seed_fifo = str(tmp_path / 'urandom')
+  os.mkfifo(seed_fifo)
   env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL='2')
   result = subprocess.run(
       ['unshare', '-m', 'sh', '-c',
        'mount --bind "$1" /dev/urandom && exec "$2" -m tests.deployment.repeated_request_main '
-       '"$1"', 'sh', str(seed_file), sys.executable],
+       '"$1"', 'sh', seed_fifo, sys.executable],
       cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=240)
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
   cases = {c['case']: c for c in (json.loads(line) for line in result.stdout.splitlines()
@@ -217,6 +217,10 @@ def test_a_step_tensorflow_refuses_as_a_repeated_request_id_runs_again_in_its_se
   assert ('a run was refused as a repeated request id (The same RunGraph (Worker) request '
           'was received twice); running it again in the same session (1 of 3)') in result.stderr
   assert 'running it again in the same session (3 of 3)' in result.stderr
+  # The loops that poll for the whole job poll on: the ps ends on the chief's word, and
+  # the chief's membership log still takes a worker's announcement.
+  assert cases['poll_loops'] == {'case': 'poll_loops', 'ps_exit': 0, 'members': [0],
+                                 'membership_log_running': True}
 
 
 if __name__ == '__main__':
