@@ -159,7 +159,8 @@ class ReplicaMonitor(object):
   may hold the token a late one waits for), or else the late ones. The
   monitor logs the missing replicas every `replica_log_interval`; once one
   has been missing for `timeout_secs` it calls `on_timeout(message, sess)`
-  (which ends the process).
+  (which ends the process). A replica that has not shown up at all (no
+  gradients, no heartbeat) is not missing before `startup_secs` have passed.
 
   Args:
     progress: the graph's `ReplicaProgress`.
@@ -173,10 +174,16 @@ class ReplicaMonitor(object):
       (None: no heartbeat).
     silent_secs: a heartbeat unchanged this long counts as stopped (default:
       5 polls, at least 10 s).
+    startup_secs: deploy_config.startup_timeout_secs: a replica that has
+      neither delivered nor beaten since the watch began on the session is
+      still starting (a pod pulling its image, a worker building its graph),
+      and counts as missing only once this long has passed (None: at once).
   """
 
   def __init__(self, progress, global_step, timeout_secs, on_timeout, final_step=None,
-               poll_secs=2.0, replica_name=None, silent_secs=None):
+               poll_secs=2.0, replica_name=None, silent_secs=None, startup_secs=None):
+    self._startup_secs = startup_secs
+    self._watching_since = None
     self._progress = progress
     self._replica_name = replica_name
     self._beat_count = 0
@@ -223,8 +230,10 @@ class ReplicaMonitor(object):
         if faults.end_job is not None:
           faults.end_job(message)
       fault_tolerance.exit_after(exit_codes.RETRYABLE, message, last_words)
+    startup = faults.settings.startup if faults.settings is not None else None
     return cls(progress, global_step, faults.replica_timeout_secs, give_up,
-               final_step=final_step or None, replica_name=faults.replica_name)
+               final_step=final_step or None, replica_name=faults.replica_name,
+               startup_secs=startup)
 
   def start(self, sess):
     """Watches through `sess` from a daemon thread, started by the first call.
@@ -271,17 +280,25 @@ class ReplicaMonitor(object):
     return silent
 
   def _read(self, sess, options):
-    """(global step, replicas late for it, silent replicas); raises on read errors."""
+    """(global step, replicas late for it, silent replicas); raises on read errors.
+
+    While the startup grace lasts, replicas still starting are in neither list.
+    """
     if self._replica_name is not None:
       self._beat_count += 1
       self._progress.beat(sess, self._replica_name, self._beat_count, options=options)
     step = int(sess.run(self._global_step, options=options))
     stamps = self._progress.read(sess, options=options)
-    silent = self._silent(self._progress.heartbeats(sess, options=options), time.time())
-    left = self._progress.left(sess, options=options)
+    heartbeats = self._progress.heartbeats(sess, options=options)
+    now = time.time()
+    silent = self._silent(heartbeats, now)
+    skipped = self._progress.left(sess, options=options)
+    if self._startup_secs and now - self._watching_since < self._startup_secs:
+      skipped |= {name for name, stamp in stamps.items()
+                  if stamp is None and heartbeats.get(name) is None}
     late = [name for name, stamp in stamps.items()
-            if (stamp is None or stamp < step) and name not in left]
-    return step, late, silent - left
+            if (stamp is None or stamp < step) and name not in skipped]
+    return step, late, silent - skipped
 
   def _report_read_failure(self, error, failing_since, last_log):
     """Logs, at most every log interval, that the progress reads keep failing.
@@ -328,6 +345,7 @@ class ReplicaMonitor(object):
       sess = self._sess
       if sess is not watched:
         watched, last_log = sess, time.time()
+        self._watching_since = last_log
         self._last_step, self._stalled_since, self._gone_since = None, last_log, {}
         self._beats_seen, failing_since = {}, None
       try:

@@ -71,6 +71,51 @@ def test_replica_monitor_names_the_missing_replica_after_the_timeout():
   assert 'deploy_config.replica_timeout_secs=1)' in messages[0]
 
 
+def test_a_replica_that_never_showed_up_is_missing_only_after_the_startup_timeout():
+  # Worker 1 has neither delivered nor beaten: still starting (a pod pulling its
+  # image, a loaded machine building its graph), as long as startup_secs allow.
+  graph, global_step, progress, stamps, advance = _replica_graph()
+  timed_out = threading.Event()
+  timed_out_at = []
+
+  def on_timeout(message, unused_sess):
+    timed_out_at.append((time.time(), message))
+    timed_out.set()
+
+  with tf.compat.v1.Session(graph=graph) as sess:
+    sess.run(tf.compat.v1.global_variables_initializer())
+    sess.run([stamps['/job:chief/task:0'], stamps['/job:worker/task:0']])
+    sess.run(advance)
+    sess.run([stamps['/job:chief/task:0'], stamps['/job:worker/task:0']])
+    monitor = replica_watch.ReplicaMonitor(progress, global_step, timeout_secs=0.5,
+                                           on_timeout=on_timeout, poll_secs=0.1,
+                                           startup_secs=3.0)
+    started = time.time()
+    monitor.start(sess)
+    assert timed_out.wait(30)
+    monitor.stop()
+  when, message = timed_out_at[0]
+  assert when - started >= 3.0 + 0.5, when - started
+  assert message.startswith('sync replicas: no gradients from /job:worker/task:1 for '
+                            'global step 1 in ')
+
+
+def test_a_replica_that_delivered_once_gets_no_startup_grace():
+  graph, global_step, progress, stamps, advance = _replica_graph()
+  timed_out = threading.Event()
+  with tf.compat.v1.Session(graph=graph) as sess:
+    sess.run(tf.compat.v1.global_variables_initializer())
+    sess.run(list(stamps.values()))   # worker 1 delivered for step 0, then went quiet
+    sess.run(advance)
+    sess.run([stamps['/job:chief/task:0'], stamps['/job:worker/task:0']])
+    monitor = replica_watch.ReplicaMonitor(
+        progress, global_step, timeout_secs=0.5, on_timeout=lambda *_: timed_out.set(),
+        poll_secs=0.1, startup_secs=3600.0)
+    monitor.start(sess)
+    assert timed_out.wait(30)
+    monitor.stop()
+
+
 def test_replica_monitor_follows_the_session_the_supervisor_rebuilt():
   # A sync chief whose session ended by an error trains on in a new one
   # (tf-slim's retry); the monitor started with the first session must watch

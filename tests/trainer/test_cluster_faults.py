@@ -142,6 +142,8 @@ def test_sync_replica_killed_every_task_exits_retryable_naming_it(tmp_path, data
   with cluster_util.ProcessGroup(str(tmp_path / 'logs')) as group:
     _, tasks = _start_job(group, config, train_dir, num_workers=2, num_ps=1)
     lib.wait_for_step(group, tasks['chief0'], 10, timeout=_START_SECS)
+    # Worker 1 takes part before it goes: one that never showed up is still starting.
+    lib.wait_for_step(group, tasks['worker1'], 10, timeout=_START_SECS)
     os.killpg(tasks['worker1'].pid, signal.SIGKILL)
     group.wait(tasks['worker1'], timeout=30)
     remaining = {n: t for n, t in tasks.items() if n != 'worker1'}
@@ -185,6 +187,8 @@ def test_worker_whose_ps_and_chief_ended_the_job_exits_retryable_at_once(tmp_pat
              'worker0': lib.start_task(group, cluster, 'worker', 0, patient, train_dir),
              'worker1': lib.start_task(group, cluster, 'worker', 1, config, train_dir)}
     lib.wait_for_step(group, tasks['chief0'], 10, timeout=_START_SECS)
+    # Worker 1 takes part before it goes: one that never showed up is still starting.
+    lib.wait_for_step(group, tasks['worker1'], 10, timeout=_START_SECS)
     os.killpg(tasks['worker1'].pid, signal.SIGKILL)
     group.wait(tasks['worker1'], timeout=30)
     ended = {n: tasks[n] for n in ('chief0', 'ps0')}
@@ -240,6 +244,8 @@ def test_sync_replica_cut_off_by_a_partition_every_task_exits_retryable(tmp_path
   with cluster_util.ProcessGroup(str(tmp_path / 'logs'), network=network) as group:
     tasks = lib.start_tasks(group, cluster, config, train_dir)
     lib.wait_for_step(group, tasks['chief0'], 10, timeout=_START_SECS)
+    # Worker 1 takes part before it goes: one that never showed up is still starting.
+    lib.wait_for_step(group, tasks['worker1'], 10, timeout=_START_SECS)
     network.partition('worker1')
     remaining = {n: t for n, t in tasks.items() if n != 'worker1'}
     codes = lib.wait_all(group, remaining, timeout=replica_timeout + _MARGIN_SECS)
