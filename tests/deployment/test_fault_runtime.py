@@ -178,22 +178,26 @@ def test_bounded_session_runs_saves_and_closes_a_real_session(tmp_path):
       raw.run(step)
 
 
-def _mount_namespace_reason():
+def _mount_namespace_reason(seed_fifo):
   """Why this machine cannot give a process its own /dev/urandom, or None."""
   if os.geteuid() != 0:
     return 'not root'
   if shutil.which('unshare') is None or shutil.which('mount') is None:
     return 'no unshare or mount command'
+  probe = subprocess.run(['unshare', '-m', 'mount', '--bind', seed_fifo, '/dev/urandom'],
+                         capture_output=True, text=True, timeout=30)
+  if probe.returncode != 0:
+    return 'unshare -m mount --bind failed: %s' % (probe.stderr.strip() or probe.returncode)
   return None
 
 
 @pytest.mark.cluster
 def test_a_run_tensorflow_refuses_as_a_repeated_request_id_runs_again(tmp_path):
-  reason = _mount_namespace_reason()
-  if reason:
-    pytest.skip('a mount namespace is needed to fix the request-id seed: %s' % reason)
   seed_fifo = str(tmp_path / 'urandom')
   os.mkfifo(seed_fifo)
+  reason = _mount_namespace_reason(seed_fifo)
+  if reason:
+    pytest.skip('a mount namespace is needed to control the request-id seeds: %s' % reason)
   env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL='2')
   result = subprocess.run(
       ['unshare', '-m', 'sh', '-c',
