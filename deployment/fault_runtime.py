@@ -52,7 +52,6 @@ originals threw the session away and built a new one.
 import collections
 import contextlib
 import math
-import re
 import threading
 
 from absl import logging
@@ -64,10 +63,6 @@ from deployment import exit_codes
 from deployment import fault_tolerance
 from deployment import request_ids
 from deployment import step_watch
-
-# Runs of one step in a row that a worker may refuse as a repeated request id
-# before the error is taken for a lost peer.
-DUPLICATE_REQUEST_RETRIES = request_ids.RETRIES
 
 # How long closing the session of a lost ps may take before it is left behind.
 # Nothing waits on that close (the new session does not need it), and every
@@ -447,13 +442,6 @@ class _NotingLostPeers(object):
     return False
 
 
-def _refusal_line(error):
-  """What a refusal's message says was refused (TensorFlow puts other lines first)."""
-  message = getattr(error, 'message', None) or str(error)
-  said = re.search(r'The same [^\n]*?%s' % request_ids.DUPLICATE_REQUEST, message)
-  return said.group(0) if said else message.strip()[:200]
-
-
 class BoundedSession(tf_session_lib.SessionInterface):
   """A training session as the fault runtime hands it to a loop.
 
@@ -505,7 +493,7 @@ class BoundedSession(tf_session_lib.SessionInterface):
 
     A run that a worker service refused as a repeated request id
     (`deployment.request_ids`) runs again in this session, up to
-    `DUPLICATE_REQUEST_RETRIES` times, with new ids.
+    `request_ids.RETRIES` times in a row, with new ids.
     """
     refused = 0
     while True:
@@ -513,12 +501,12 @@ class BoundedSession(tf_session_lib.SessionInterface):
         return self._session.run(fetches, feed_dict=feed_dict, options=options,
                                  run_metadata=run_metadata)
       except fault_tolerance.PEER_ERRORS as e:
-        if refused < DUPLICATE_REQUEST_RETRIES and request_ids.is_duplicate_request(e):
+        if refused < request_ids.RETRIES and request_ids.is_duplicate_request(e):
           refused += 1
           self.duplicate_requests += 1
           logging.warning('a run was refused as a repeated request id (%s); running it '
-                          'again in the same session (%d of %d)', _refusal_line(e), refused,
-                          DUPLICATE_REQUEST_RETRIES)
+                          'again in the same session (%d of %d)', request_ids.what_was_refused(e),
+                          refused, request_ids.RETRIES)
           continue
         if self._stop_step_watch_on_loss:
           self._faults.stop_step_watch()

@@ -28,6 +28,8 @@ tf.estimator's `MonitoredSession` answer the refusal with a new session, and
 a ps or chief poll loop would end.
 """
 
+import re
+
 import tensorflow as tf
 
 # The words every such refusal carries.
@@ -48,3 +50,20 @@ def is_duplicate_request(error):
   """
   return (isinstance(error, tf.errors.AbortedError)
           and DUPLICATE_REQUEST in (getattr(error, 'message', '') or ''))
+
+
+def what_was_refused(error):
+  """The sentence of a refusal's message that names the request (for a log line).
+
+  TensorFlow puts other lines ("Graph execution error:", the task) first.
+
+  Args:
+    error: an exception for which `is_duplicate_request` is True.
+
+  Returns:
+    e.g. "The same RunGraph (Worker) request was received twice"; else the
+    message's first 200 characters.
+  """
+  message = getattr(error, 'message', None) or str(error)
+  said = re.search(r'The same [^\n]*?%s' % DUPLICATE_REQUEST, message)
+  return said.group(0) if said else message.strip()[:200]

@@ -26,6 +26,7 @@ from builders import deploy_config_builder
 from deployment import cluster as cluster_lib
 from deployment import fault_runtime
 from deployment import ports
+from deployment import request_ids
 from protos import pipeline_pb2
 from trainer import estimator as tfe
 from estimator import faults as estimator_faults
@@ -214,9 +215,9 @@ def test_a_run_tensorflow_refuses_as_a_repeated_request_id_runs_again(tmp_path):
   # Refused once, then new ids: the step ran in the same session, no recovery.
   assert cases['retried'] == {'case': 'retried', 'value': 2, 'duplicate_requests': 1,
                               'recovering': False}
-  # Refused every time: after DUPLICATE_REQUEST_RETRIES runs again, a lost peer.
+  # Refused every time: after request_ids.RETRIES runs again, a lost peer.
   assert cases['refused'] == {'case': 'refused', 'error': 'AbortedError',
-                              'duplicate_requests': fault_runtime.DUPLICATE_REQUEST_RETRIES,
+                              'duplicate_requests': request_ids.RETRIES,
                               'recovering': True}
   assert ('a run was refused as a repeated request id (The same RunGraph (Worker) request '
           'was received twice); running it again in the same session (1 of 3)') in result.stderr
