@@ -8,9 +8,11 @@ RunGraph ids from a random generator that the step's own new thread seeds
 with 32 random bits, so after some 10^5 steps two steps of any long job draw
 the same seed, and the later one is refused with no fault anywhere
 (`benchmarks/duplicate_request_ids.py`: 5 in 300000 steps of a plain 1 worker
-+ 1 ps session). Nothing of a refused step ran on the task that refused it,
-and the step's other parts wait on that part, so the step can simply run
-again: its new thread draws new ids.
++ 1 ps session). Nothing of such a step ran on the task that refused it, and
+the step's other parts wait on that part, so the step can simply run again:
+its new thread draws new ids. (After a request TensorFlow did resend, its
+first copy may have run; running the step again then adds at most one step
+of this worker, as a new session would have.)
 
     try:
       session.run(poll)
