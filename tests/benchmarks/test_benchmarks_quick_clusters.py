@@ -25,8 +25,7 @@ def test_distributed_quick_on_loopback_and_network_namespaces():
     print('distributed --quick on loopback only: %s' % reason, file=sys.stderr)
   stdout = run_quick('benchmarks.distributed', *([] if reason else ['--netns']))
   assert_figures(stdout)
-  for count, workers in ((1, '1 worker + 1 ps, async'), (2, '2 workers + 1 ps, async'),
-                        (2, '2 workers + 1 ps, sync')):
+  for count, workers in ((2, '2 workers + 1 ps, async'), (2, '2 workers + 1 ps, sync')):
     assert 'ratio %s / (%d x single process)' % (workers, count) in stdout, stdout[-3000:]
     if not reason:
       assert 'ratio %s, netns / loopback' % workers in stdout, stdout[-3000:]

@@ -425,16 +425,6 @@ def _assert_trained(code, log_path, train_dir):
 
 
 @pytest.mark.slow
-def test_shapes_ssd_from_flags(tmp_path, ssd_config):
-  train_dir = str(tmp_path / 'train')
-  process, log_path = _start_cli(tmp_path, [
-      '--chief', '--workers=1', '--ps=1', '--grace_secs=10', '--finish_timeout_secs=120',
-      '--', '--pipeline_config_path=%s' % ssd_config, '--train_dir=%s' % train_dir,
-      '--alsologtostderr'])
-  _assert_trained(_finish(process, log_path, 540), log_path, train_dir)
-
-
-@pytest.mark.slow
 @pytest.mark.parametrize('kind', ['tfjob', 'jobset'])
 def test_shapes_ssd_from_a_generated_manifest_with_its_evaluator(tmp_path, ssd_config, kind):
   # The writer's default job (chief, worker, ps and the evaluator) for either engine, run
@@ -479,6 +469,7 @@ def _assert_evaluated_to_the_end(log):
 def test_readme_evaluator_command_on_a_fresh_train_dir(tmp_path, ssd_config):
   # README's `deployment.launch --chief --workers=1 --ps=1 --evaluator -- ...` with a
   # train_dir nobody created: every task starts at once, as the pods of a TFJob do.
+  # The job from flags alone (without --evaluator) takes no path this one does not.
   # Evaluate every checkpoint up to the final one (the shapes config stops after one).
   config_path = _evaluate_every_checkpoint(ssd_config, tmp_path)
   train_dir = str(tmp_path / 'train')
