@@ -24,8 +24,8 @@ optimizer (made eagerly) is read when the Estimator is constructed, since
 its variables cannot be read inside the Estimator's graphs; a tf_keras one
 made in graph mode, whose `get_config()` fails there, is read attribute by
 attribute (a learning-rate tensor made in the training graph stays a tensor),
-and the `iteration` and `learning_rate` variables it made there are taken out
-of the graph's collections: nothing initializes, trains or saves them.
+and the variables it made there are initialized after the global step, which
+a learning-rate schedule reads.
 
 Differs on purpose: tf.estimator 2.15's V2 classes turn names into Keras
 optimizers; here they are the `tf.compat.v1.train` optimizers (the v1
@@ -209,25 +209,29 @@ def _v1_from_keras(name, config):
   return v1_class(learning_rate=_keras_learning_rate(config), **kwargs)
 
 
-def _forget_keras_variables(opt):
-  """Takes the variables a Keras optimizer made in the graph out of its collections.
+def _initialize_keras_variables_after_the_global_step(opt):
+  """Makes the init op initialize the global step before a Keras optimizer's variables.
 
-  A tf_keras optimizer made in graph mode (a callable's) creates `iteration`
-  and `learning_rate` variables at once; the v1 optimizer that replaces it
-  uses neither. Left in GLOBAL_VARIABLES they would be saved in every
-  checkpoint, and the initializer of `learning_rate`, when its value is a
-  schedule of the global step, would read `global_step` in the same init op
-  that initializes it: whichever runs first decides whether training starts
-  (FailedPreconditionError "Could not find variable global_step").
+  A tf_keras optimizer made in graph mode (a callable's, or a user model_fn's)
+  creates `iteration` and `learning_rate` variables at once. When the learning
+  rate is a schedule of the global step, the second's initializer reads
+  `global_step`, and the one init op that initializes both ran them in either
+  order: whichever ran first decided whether training started
+  (FailedPreconditionError "Could not find variable global_step"). The
+  variables stay in the graph's collections, so every graph that makes the
+  optimizer (train, evaluate, predict) saves and restores the same ones.
   """
   graph = tf.compat.v1.get_default_graph()
-  made = {id(v) for v in (getattr(opt, '_iterations', None), getattr(opt, '_learning_rate', None))
-          if isinstance(v, tf.Variable) and getattr(v, 'graph', None) is graph}
-  if not made:
+  step = tf.compat.v1.train.get_global_step(graph)
+  if step is None:
     return
-  for key in graph.get_all_collection_keys():
-    collection = graph.get_collection_ref(key)
-    collection[:] = [item for item in collection if id(item) not in made]
+  for variable in (getattr(opt, '_iterations', None), getattr(opt, '_learning_rate', None)):
+    if (isinstance(variable, tf.Variable) and getattr(variable, 'graph', None) is graph
+        and variable is not step
+        and step.initializer not in variable.initializer.control_inputs):
+      # TF has no public way to order initializers made elsewhere; the graph is
+      # not finalized while the model is built.
+      variable.initializer._add_control_input(step.initializer)  # pylint: disable=protected-access
 
 
 def get_optimizer_instance(opt, learning_rate=None):
@@ -260,9 +264,8 @@ def get_optimizer_instance(opt, learning_rate=None):
     opt = opt()
   keras = check_keras_optimizer(opt)
   if keras is not None:
-    v1_optimizer = _v1_from_keras(*keras)
-    _forget_keras_variables(opt)
-    return v1_optimizer
+    _initialize_keras_variables_after_the_global_step(opt)
+    return _v1_from_keras(*keras)
   if not isinstance(opt, tf.compat.v1.train.Optimizer):
     raise ValueError('The given object is not an Optimizer instance (optimizer must be a name '
                      'in {}, a tf.compat.v1.train.Optimizer, a Keras optimizer or a callable '
