@@ -15,6 +15,13 @@ Refresh both after a whole-suite run when files grow or move:
 Setup and teardown count with their test (module fixtures included), so a
 file's first test carries the fixtures it shares with the others.
 
+`--tiers` prints the CPU seconds of the report's tests by tier: `cluster`
+(real multi-process jobs), `slow` (not cluster) and the unit tier, which
+`make test-fast` draws from. It asks pytest which tests carry each marker
+(`--collect-only`), so run it on a checkout of the report's tree:
+
+    .venv/bin/python tools/file_seconds.py --tiers /tmp/suite.xml
+
 `--cpu` prints, instead of writing the tables, each file's wall seconds beside
 its CPU seconds (the `cpu_seconds` property the suite's conftest records per
 test, child processes included): on a loaded machine a file that waits costs
@@ -26,6 +33,7 @@ the others little, one that computes costs them its CPU.
 import collections
 import json
 import os
+import subprocess
 import sys
 import xml.etree.ElementTree as ElementTree
 
@@ -86,6 +94,52 @@ def print_cpu_table(junit_path, out=sys.stdout):
                                                          cpu / wall if wall else 0.0))
 
 
+def cpu_per_test(junit_path):
+  """{pytest node id: CPU seconds} of the report (0 for a testcase without the property)."""
+  cpu = {}
+  for path, test, case in _testcases(junit_path):
+    cpu['%s::%s' % (path, test)] = sum(float(prop.get('value')) for prop in case.iter('property')
+                                       if prop.get('name') == 'cpu_seconds')
+  return cpu
+
+
+def collected(marker_expression, root=_TESTS_DIR):
+  """The node ids of the tests `pytest -m marker_expression` selects (collection only)."""
+  result = subprocess.run(
+      [sys.executable, '-m', 'pytest', root, '-q', '-p', 'no:cacheprovider', '--collect-only',
+       '-m', marker_expression], cwd=os.path.dirname(root), capture_output=True, text=True,
+      check=False)
+  if result.returncode not in (0, 5):  # 5: nothing selected
+    raise RuntimeError('pytest --collect-only -m %r failed:\n%s' % (
+        marker_expression, (result.stdout + result.stderr)[-3000:]))
+  return {line.strip() for line in result.stdout.splitlines() if '::' in line}
+
+
+TIERS = (('cluster', 'cluster'), ('slow, not cluster', 'slow and not cluster'),
+         ('unit (neither)', 'not slow and not cluster'))
+
+
+def print_tier_totals(junit_path, out=sys.stdout, root=_TESTS_DIR):
+  """Prints tests and CPU seconds per tier (TIERS), and the report's tests no tier holds.
+
+  Args:
+    junit_path: a pytest `--junitxml` report written with the suite's conftest.
+    out: where the table goes.
+    root: the tests folder to collect (its parent is the rootdir of the node ids).
+  """
+  cpu = cpu_per_test(junit_path)
+  out.write('| tier | tests | CPU s |\n| --- | --- | --- |\n')
+  placed = set()
+  for label, expression in TIERS:
+    ids = collected(expression, root) & set(cpu)
+    placed |= ids
+    out.write('| %s | %d | %.0f |\n' % (label, len(ids), sum(cpu[i] for i in ids)))
+  rest = set(cpu) - placed
+  if rest:
+    out.write('| not collected now | %d | %.0f |\n' % (len(rest), sum(cpu[i] for i in rest)))
+  out.write('| all | %d | %.0f |\n' % (len(cpu), sum(cpu.values())))
+
+
 def seconds_per_file(junit_path):
   """Sums each test file's testcase times.
 
@@ -127,8 +181,11 @@ def main(argv):
   if len(argv) == 3 and argv[1] == '--cpu':
     print_cpu_table(argv[2])
     return
+  if len(argv) == 3 and argv[1] == '--tiers':
+    print_tier_totals(argv[2])
+    return
   if len(argv) != 2:
-    sys.exit('usage: tools/file_seconds.py [--cpu] JUNIT_XML')
+    sys.exit('usage: tools/file_seconds.py [--cpu | --tiers] JUNIT_XML')
   files = seconds_per_file(argv[1])
   _write(files, _FILE_TABLE)
   tests = seconds_per_test(argv[1])

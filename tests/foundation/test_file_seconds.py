@@ -44,6 +44,32 @@ def test_tests_of_a_second_or_more_are_recorded_under_their_node_ids(tmp_path):
   }
 
 
+def test_tier_totals_split_the_cpu_seconds_by_marker(tmp_path):
+  (tmp_path / 'pytest.ini').write_text('[pytest]\nmarkers =\n  cluster: c\n  slow: s\n')
+  (tmp_path / 'tests').mkdir()
+  (tmp_path / 'tests' / 'test_tiers.py').write_text(
+      'import pytest\n\n'
+      '@pytest.mark.cluster\n@pytest.mark.slow\ndef test_job():\n  pass\n\n'
+      '@pytest.mark.slow\ndef test_demo():\n  pass\n\n'
+      'def test_unit():\n  pass\n')
+  report = tmp_path / 'suite.xml'
+  report.write_text(
+      '<testsuites><testsuite name="pytest">' + ''.join(
+          '<testcase classname="tests.test_tiers" name="%s" time="1"><properties>'
+          '<property name="cpu_seconds" value="%s"/></properties></testcase>' % (name, cpu)
+          for name, cpu in (('test_job', '40.5'), ('test_demo', '7'), ('test_unit', '1.25'),
+                            ('test_gone', '3'))) + '</testsuite></testsuites>')
+  out = io.StringIO()
+  file_seconds.print_tier_totals(str(report), out=out, root=str(tmp_path / 'tests'))
+  assert out.getvalue().splitlines()[2:] == [
+      '| cluster | 1 | 40 |',  # '%.0f' % 40.5: banker's rounding.
+      '| slow, not cluster | 1 | 7 |',
+      '| unit (neither) | 1 | 1 |',
+      '| not collected now | 1 | 3 |',
+      '| all | 4 | 52 |',
+  ]
+
+
 class _Item:
 
   def __init__(self, nodeid):
