@@ -24,8 +24,8 @@ optimizer (made eagerly) is read when the Estimator is constructed, since
 its variables cannot be read inside the Estimator's graphs; a tf_keras one
 made in graph mode, whose `get_config()` fails there, is read attribute by
 attribute (a learning-rate tensor made in the training graph stays a tensor),
-and the variables it made there are initialized after the global step, which
-a learning-rate schedule reads.
+and the variables it made there are initialized without reading the global
+step, which a learning-rate schedule reads (the v1 optimizer never uses them).
 
 Differs on purpose: tf.estimator 2.15's V2 classes turn names into Keras
 optimizers; here they are the `tf.compat.v1.train` optimizers (the v1
@@ -209,29 +209,35 @@ def _v1_from_keras(name, config):
   return v1_class(learning_rate=_keras_learning_rate(config), **kwargs)
 
 
-def _initialize_keras_variables_after_the_global_step(opt):
-  """Makes the init op initialize the global step before a Keras optimizer's variables.
+def _initialize_keras_variables_from_nothing_else(opt):
+  """Gives a graph-made Keras optimizer's variables initializers that read no variable.
 
   A tf_keras optimizer made in graph mode (a callable's, or a user model_fn's)
-  creates `iteration` and `learning_rate` variables at once. When the learning
-  rate is a schedule of the global step, the second's initializer reads
+  creates `iteration` and `learning_rate` variables at once. With a learning
+  rate that is a schedule of the global step, the second's initializer reads
   `global_step`, and the one init op that initializes both ran them in either
   order: whichever ran first decided whether training started
-  (FailedPreconditionError "Could not find variable global_step"). The
-  variables stay in the graph's collections, so every graph that makes the
-  optimizer (train, evaluate, predict) saves and restores the same ones.
+  (FailedPreconditionError "Could not find variable global_step"). No control
+  dependency can order that read (it is an input of the initializer, and the
+  v1 optimizer reads the same tensor at every step), so such a variable is
+  initialized to zeros instead: the v1 optimizer that replaces the Keras one
+  never reads it. The variables stay in the graph's collections, so every
+  graph that makes the optimizer (train, evaluate, predict) saves and
+  restores the same ones.
   """
   graph = tf.compat.v1.get_default_graph()
-  step = tf.compat.v1.train.get_global_step(graph)
-  if step is None:
-    return
   for variable in (getattr(opt, '_iterations', None), getattr(opt, '_learning_rate', None)):
-    if (isinstance(variable, tf.Variable) and getattr(variable, 'graph', None) is graph
-        and variable is not step
-        and step.initializer not in variable.initializer.control_inputs):
-      # TF has no public way to order initializers made elsewhere; the graph is
-      # not finalized while the model is built.
-      variable.initializer._add_control_input(step.initializer)  # pylint: disable=protected-access
+    if not (isinstance(variable, tf.Variable) and getattr(variable, 'graph', None) is graph):
+      continue
+    initial_value = getattr(variable, 'initial_value', None)
+    if not isinstance(initial_value, tf.Tensor) or tf.get_static_value(initial_value) is not None:
+      continue
+    with tf.compat.v1.name_scope(None):
+      zeros = tf.zeros(variable.shape, variable.dtype.base_dtype)
+      # TF has no public way to replace a variable's initializer; the graph
+      # is not finalized while the model is built.
+      variable._initializer_op = variable.assign(  # pylint: disable=protected-access
+          zeros, read_value=False, name=variable.op.name + '/InitializeWithZeros')
 
 
 def get_optimizer_instance(opt, learning_rate=None):
@@ -264,8 +270,9 @@ def get_optimizer_instance(opt, learning_rate=None):
     opt = opt()
   keras = check_keras_optimizer(opt)
   if keras is not None:
-    _initialize_keras_variables_after_the_global_step(opt)
-    return _v1_from_keras(*keras)
+    v1_optimizer = _v1_from_keras(*keras)  # Reads the Keras learning rate's initial value.
+    _initialize_keras_variables_from_nothing_else(opt)
+    return v1_optimizer
   if not isinstance(opt, tf.compat.v1.train.Optimizer):
     raise ValueError('The given object is not an Optimizer instance (optimizer must be a name '
                      'in {}, a tf.compat.v1.train.Optimizer, a Keras optimizer or a callable '

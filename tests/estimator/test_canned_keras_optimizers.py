@@ -121,9 +121,9 @@ def test_keras_hyper_parameters_reach_the_v1_optimizer():
     assert isinstance(adam, tf.compat.v1.train.AdamOptimizer) and adam._beta1 == 0.8
 
 
-def test_a_keras_optimizer_made_in_the_graph_is_initialized_after_the_global_step():
+def test_a_keras_optimizer_made_in_the_graph_initializes_without_the_global_step():
   # tf_keras makes `iteration` and `learning_rate` variables as it is constructed; the
-  # second's initializer reads the global step, so in one init op with it the order
+  # second's initializer read the global step, so in one init op with it the order
   # decided whether training started ("Could not find variable global_step").
   with tf.Graph().as_default():
     step = tf.compat.v1.train.get_or_create_global_step()
@@ -133,14 +133,12 @@ def test_a_keras_optimizer_made_in_the_graph_is_initialized_after_the_global_ste
     assert isinstance(adam, tf.compat.v1.train.AdamOptimizer)
     keras_variables = [made[0]._iterations, made[0]._learning_rate]
     assert set(tf.compat.v1.global_variables()) == {step, *keras_variables}
-    for variable in keras_variables:
-      assert step.initializer in variable.initializer.control_inputs, variable.name
-    init = tf.compat.v1.global_variables_initializer()
-    for _ in range(20):  # Each fresh session runs the init op's ops in its own order.
-      with tf.compat.v1.Session() as sess:
-        sess.run(init)
-        sess.run(step.assign(20))
-        assert sess.run(adam._lr) == pytest.approx(0.025)
+    with tf.compat.v1.Session() as sess:
+      # The global step left uninitialized: nothing of the Keras variables reads it.
+      sess.run([variable.initializer for variable in keras_variables])
+      sess.run(tf.compat.v1.global_variables_initializer())
+      sess.run(step.assign(20))
+      assert sess.run(adam._lr) == pytest.approx(0.025)
 
 
 def test_dnn_classifier_with_a_callable_returning_keras_adam_with_decay(tmp_path):
