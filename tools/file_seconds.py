@@ -57,6 +57,12 @@ def _testcases(junit_path):
       yield '/'.join(parts) + '.py', '::'.join(classes + [case.get('name', '')]), case
 
 
+def _cpu_seconds(case):
+  """A testcase's `cpu_seconds` property (tests/cpu_seconds.py), or 0 without one."""
+  return sum(float(prop.get('value')) for prop in case.iter('property')
+             if prop.get('name') == 'cpu_seconds')
+
+
 def _cases(junit_path):
   """Yields (file, test id within the file, seconds) for each testcase of the report."""
   for path, test, case in _testcases(junit_path):
@@ -76,9 +82,7 @@ def wall_and_cpu_per_file(junit_path):
   totals = collections.defaultdict(lambda: [0.0, 0.0])
   for path, _, case in _testcases(junit_path):
     totals[path][0] += float(case.get('time', 0.0))
-    for prop in case.iter('property'):
-      if prop.get('name') == 'cpu_seconds':
-        totals[path][1] += float(prop.get('value'))
+    totals[path][1] += _cpu_seconds(case)
   return {name: (round(wall, 1), round(cpu, 1)) for name, (wall, cpu) in sorted(totals.items())}
 
 
@@ -96,11 +100,8 @@ def print_cpu_table(junit_path, out=sys.stdout):
 
 def cpu_per_test(junit_path):
   """{pytest node id: CPU seconds} of the report (0 for a testcase without the property)."""
-  cpu = {}
-  for path, test, case in _testcases(junit_path):
-    cpu['%s::%s' % (path, test)] = sum(float(prop.get('value')) for prop in case.iter('property')
-                                       if prop.get('name') == 'cpu_seconds')
-  return cpu
+  return {'%s::%s' % (path, test): _cpu_seconds(case)
+          for path, test, case in _testcases(junit_path)}
 
 
 def collected(marker_expression, root=_TESTS_DIR):
