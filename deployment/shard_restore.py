@@ -175,6 +175,11 @@ class ShardRestore:
       return []
     lost_tasks = [task for task, _, _, _ in lost]
     step_now = self._surviving_step(sess, lost_tasks)
+    if self.snapshots:
+      gone = self.snapshots.note_lost(lost_tasks)
+      if gone:
+        logging.info('the snapshots of %s were lost with their holder: copied first from now '
+                     'on', ', '.join(gone))
     for task, count, _, saver in lost:
       snapshot, why_not = (
           self.snapshots.restore(sess, task, lost_tasks, _step_of(save_path))

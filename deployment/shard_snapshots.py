@@ -18,7 +18,9 @@ both); a copy that meets a lost ps fails alone, and the thread tries again
 at the next round. A holder that was lost comes back empty, so its copies
 are uninitialised: the restore then takes the checkpoint. The stamp (step
 and time) is written after the values, so an initialised stamp means a
-whole copy was written at least once.
+whole copy was written at least once. The copies such a holder lost are
+the first of every round until each is written again (`note_lost`): until
+then a second loss would fall back to the checkpoint.
 
 Costs: each ps holds the shard of its predecessor too (twice its memory),
 and each round sends every shard once over the network between ps tasks.
@@ -166,6 +168,7 @@ class ShardSnapshots:
     self._thread = None
     self._stop = None
     self._lock = threading.Lock()
+    self._missing = set()  # Shards whose holder came back empty: copied first.
     self.rounds = 0  # Rounds the thread finished (a skipped shard included).
 
   @property
@@ -177,22 +180,48 @@ class ShardSnapshots:
     shard = self._shards.get(task)
     return shard and shard.holder
 
+  def note_lost(self, lost_tasks):
+    """Notes that `lost_tasks` came back empty: the copies they held go first from now on.
+
+    Args:
+      lost_tasks: the ps tasks that lost their variables (and so the copies they held).
+
+    Returns:
+      The tasks whose copy is gone, sorted.
+    """
+    gone = {task for task, shard in self._shards.items() if shard.holder in lost_tasks}
+    with self._lock:
+      self._missing |= gone
+    return sorted(gone)
+
+  def copy_order(self):
+    """The tasks in the order the next round copies them: those without a copy first."""
+    with self._lock:
+      missing = set(self._missing)
+    return sorted(self._shards, key=lambda task: (task not in missing, task))
+
   def copy(self, sess, timeout_secs=COPY_TIMEOUT_SECS):
     """Copies every shard to its holder now, one `Session.run` per shard.
+
+    A shard whose copy its holder lost (`note_lost`) is copied first: in a
+    round slowed by a new session, it is the one a second loss would need.
 
     Args:
       sess: a session on the cluster.
       timeout_secs: the longest one copy may take.
 
     Returns:
-      {task: None when copied, else the error's text} (a lost ps skips its shards).
+      {task: None when copied, else the error's text}, in the order copied
+      (a lost ps skips its shards).
     """
     options = tf.compat.v1.RunOptions(timeout_in_ms=int(timeout_secs * 1000))
     outcome = {}
-    for task, shard in sorted(self._shards.items()):
+    for task in self.copy_order():
       try:
-        sess.run(shard.copy, options=options)
+        sess.run(self._shards[task].copy, options=options)
         outcome[task] = None
+        with self._lock:
+          self._missing.discard(task)
       except tf.errors.OpError as e:
         outcome[task] = '%s: %s' % (type(e).__name__, _short(e.message))
     return outcome
@@ -251,10 +280,10 @@ class ShardSnapshots:
         return
       if first and not stop.is_set():
         # The first round of a session tells how long a shard stays without a copy.
-        logging.info('snapshots: first round on this session took %.1f s (%s)',
+        logging.info('snapshots: first round on this session took %.1f s (in order: %s)',
                      time.time() - started, ', '.join(
                          '%s %s' % (task, 'copied' if error is None else 'skipped')
-                         for task, error in sorted(outcome.items())))
+                         for task, error in outcome.items()))
         first = False
       for task, error in outcome.items():
         if stop.is_set():

@@ -135,6 +135,33 @@ def test_the_global_step_shard_lost_rolls_the_step_back_to_the_snapshot(checkpoi
              r.getMessage() for r in caplog.records)
 
 
+def test_the_copy_a_lost_holder_held_is_the_first_of_the_next_rounds(checkpoint, caplog):
+  # ps 0 holds ps 1's copy: after ps 0 is lost, ps 1's copy goes first until written.
+  with tf.Graph().as_default():
+    _, saver, sess, _ = _start_and_snapshot(2)
+    snapshots = saver.snapshots
+    assert snapshots.copy_order() == ['/job:ps/task:0', '/job:ps/task:1']
+    with sess, caplog.at_level(logging.INFO):
+      _lose(sess, 0)
+      saver.restore(sess, checkpoint)
+      assert snapshots.copy_order() == ['/job:ps/task:1', '/job:ps/task:0']
+      assert not sess.run(snapshots._shards['/job:ps/task:1'].stamped)
+      _lose(sess, 1)  # A copy that fails stays first.
+      assert list(snapshots.copy(sess).items())[0][0] == '/job:ps/task:1'
+      assert snapshots.copy_order() == ['/job:ps/task:1', '/job:ps/task:0']
+  assert any(r.getMessage() == 'the snapshots of /job:ps/task:1 were lost with their '
+             'holder: copied first from now on' for r in caplog.records)
+  with tf.Graph().as_default():
+    _, saver, sess, _ = _start_and_snapshot(2)
+    with sess:
+      _lose(sess, 0)
+      saver.restore(sess, checkpoint)
+      outcome = saver.snapshots.copy(sess)
+      assert list(outcome.items()) == [('/job:ps/task:1', None), ('/job:ps/task:0', None)]
+      assert sess.run(saver.snapshots._shards['/job:ps/task:1'].stamped)
+      assert saver.snapshots.copy_order() == ['/job:ps/task:0', '/job:ps/task:1']
+
+
 def test_a_shard_whose_holder_was_lost_too_comes_from_the_checkpoint(checkpoint, caplog):
   # Three ps: the shard of ps 1 is held on ps 2, that of ps 2 on ps 0.
   with tf.Graph().as_default():
