@@ -196,7 +196,9 @@ def run(argv=None):
   stop_watching_chief = faults.watch_chief()
   members = None
   try:
-    with faults.leaving_on_sigterm(elastic_job and not is_chief), (
+    with faults.leaving_on_sigterm(elastic_job and not is_chief, functools.partial(
+        elastic.announce, cluster, elastic.LEFT,
+        timeout_secs=min(5, timeouts.termination_grace))), (
         trainer.mixed_precision_ends_with(train_config)):
       members = _join(cluster, master, is_chief, sync_members) if elastic_job else None
       trained = _train_until_done(train_once, cluster, faults, train_config.num_steps)
@@ -205,7 +207,7 @@ def run(argv=None):
   except fault_runtime.TrainingPreempted as e:
     logging.warning('%s', e)
     if elastic_job and not is_chief:  # removed (a scale-down) or preempted alone
-      elastic.announce(cluster, elastic.LEFT, timeout_secs=min(5, timeouts.termination_grace))
+      faults.leave()  # Unless the training loop already did, before its close.
       _left_the_job.append(True)
     if ps_tasks:
       fault_runtime.signal_preempted(master, cluster, timeouts)

@@ -209,6 +209,8 @@ class TrainStepRunner:
   def _finish(self, sess, step):
     # The final checkpoint and the close still need the ps: bound them too.
     self._faults.step_done(step, ending=True)
+    if self._preempted is not None and not self._is_chief:
+      self._faults.leave()  # Before the close, which may hang on a busy ps.
     if self._replica_monitor is not None:
       if self._preempted is not None and not self._is_chief:
         self._replica_monitor.leave(sess)  # removed: nobody is to wait for this replica

@@ -350,6 +350,30 @@ def test_a_sigterm_lost_before_the_loop_stops_a_worker_before_its_first_step():
   assert raised.value.code == 143
 
 
+def test_a_leaving_worker_says_it_left_once_as_its_loop_stops_with_its_session_open():
+  # 2026-11-28, loopback churn: a leaver's session close waited out the whole grace, and
+  # the chief, told only after the close, counted the gone worker for 15 s.
+  faults = fault_runtime.TaskFaults()
+  told = []
+  with tf.Graph().as_default():
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    train_op = tf.compat.v1.assign_add(global_step, 1)
+    with faults.leaving_on_sigterm(say_left=lambda: told.append(sess._closed)):
+      runner = training_loop.TrainStepRunner(number_of_steps=10, is_chief=False,
+                                             faults=faults, log_every_n_steps=0)
+      with tf.compat.v1.Session() as sess:
+        sess.run(tf.compat.v1.global_variables_initializer())
+        assert runner(sess, train_op, global_step, {}) == (1, False)
+        assert told == []  # Training is no leave.
+        runner.request_preemption()
+        assert runner(sess, train_op, global_step, {}) == (2, True)
+        assert told == [False]  # Told while the session was still open.
+  faults.leave()  # As train.py's exit path does: already told, not again.
+  assert told == [False]
+  with pytest.raises(fault_runtime.TrainingPreempted):
+    runner.raise_if_preempted()
+
+
 def test_a_worker_stopped_in_its_loop_before_its_first_step_takes_that_step_first():
   # Only a joiner removed before its loop began leaves without a step: a worker of a
   # job stopped as a whole still delivers the step its sync chief may be waiting for.
