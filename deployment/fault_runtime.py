@@ -369,8 +369,11 @@ class TaskFaults(object):
     the fast way out, but not a sure one: a handler that runs inside a
     `__del__` (TensorFlow's objects have many, and the garbage collector runs
     them at any time) has its exception printed and dropped, and the worker
-    trained on. So the signal is also recorded (`sigterm_before_loop`), and
-    the training loop, seeing it, leaves before its first step. From the
+    trained on, or inside TensorFlow's C++ where it comes out as another
+    error (a bare TypeError from `nest.flatten`). So the signal is also
+    recorded (`sigterm_before_loop`): the training loop, seeing it, leaves
+    before its first step, and an error escaping this block after it is
+    raised as `TrainingPreempted`. From the
     signal on, the termination grace bounds the exit as it does in the loop
     (this block's `SigtermGrace` starts the watchdog from its watch thread).
 
@@ -393,7 +396,15 @@ class TaskFaults(object):
     grace = fault_tolerance.SigtermGrace(self.termination_grace_secs, self._grace_setting(),
                                          is_chief=False, on_sigterm=heard)
     with grace.handling():
-      yield
+      try:
+        yield
+      except Exception as e:  # noqa: BLE001  (re-raised unless the signal caused it)
+        if not self._sigterm_before_loop.is_set():
+          raise
+        # A raise inside TensorFlow's C++ (e.g. nest.flatten while the input
+        # pipeline is traced) comes out as a bare TypeError: still the leave.
+        raise TrainingPreempted('%s (the signal interrupted %s: %s)' % (
+            SIGTERM_BEFORE_FIRST_STEP, type(e).__name__, e)) from e
 
   def leave(self):
     """Tells the job, once, that this worker leaves it (`leaving_on_sigterm`'s `say_left`).

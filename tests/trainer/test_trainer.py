@@ -374,6 +374,30 @@ def test_a_leaving_worker_says_it_left_once_as_its_loop_stops_with_its_session_o
     runner.raise_if_preempted()
 
 
+def _signalled_inside_a_c_call():
+  """SIGTERM whose raise TensorFlow's C++ turns into a bare TypeError (nest.flatten does)."""
+  try:
+    os.kill(os.getpid(), signal.SIGTERM)
+    sum(range(100))  # Bytecodes: the handler runs here.
+  except fault_runtime.TrainingPreempted:
+    raise TypeError from None
+
+
+def test_a_sigterm_that_surfaces_as_another_error_still_makes_the_worker_leave():
+  # 2026-11-28: a joiner signalled while tracing its input pipeline exited 1 (TypeError).
+  faults = fault_runtime.TaskFaults()
+  with pytest.raises(fault_runtime.TrainingPreempted,
+                     match=r'SIGTERM before the first training step of this worker: leaving '
+                           r'the job \(the signal interrupted TypeError') as raised:
+    with faults.leaving_on_sigterm():
+      _signalled_inside_a_c_call()
+  assert raised.value.code == 143 and isinstance(raised.value.__cause__, TypeError)
+  # Without the signal an error is the error.
+  with pytest.raises(TypeError, match='not a leave'):
+    with fault_runtime.TaskFaults().leaving_on_sigterm():
+      raise TypeError('not a leave')
+
+
 def test_a_worker_stopped_in_its_loop_before_its_first_step_takes_that_step_first():
   # Only a joiner removed before its loop began leaves without a step: a worker of a
   # job stopped as a whole still delivers the step its sync chief may be waiting for.
