@@ -524,11 +524,15 @@ class BoundedSession(tf_session_lib.SessionInterface):
     (`deployment.request_ids`) runs again in this session, up to
     `request_ids.RETRIES` times in a row, with new ids.
     """
+    return self._bounded(lambda: self._session.run(
+        fetches, feed_dict=feed_dict, options=options, run_metadata=run_metadata))
+
+  def _bounded(self, run_once):
+    """`run_once()`, again after a refused request id; a lost peer noted before it goes on."""
     refused = 0
     while True:
       try:
-        return self._session.run(fetches, feed_dict=feed_dict, options=options,
-                                 run_metadata=run_metadata)
+        return run_once()
       except fault_tolerance.PEER_ERRORS as e:
         if refused < request_ids.RETRIES and request_ids.is_duplicate_request(e):
           refused += 1
@@ -549,7 +553,9 @@ class BoundedSession(tf_session_lib.SessionInterface):
     return self._session.partial_run(handle, fetches, feed_dict)
 
   def make_callable(self, fetches, feed_list=None, accept_options=False):
-    return self._session.make_callable(fetches, feed_list, accept_options)
+    """`Session.make_callable`; its calls are bounded as `run` is (queue runners use it)."""
+    call = self._session.make_callable(fetches, feed_list, accept_options)
+    return lambda *args, **kwargs: self._bounded(lambda: call(*args, **kwargs))
 
   def list_devices(self):
     return self._session.list_devices()

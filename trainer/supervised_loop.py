@@ -19,7 +19,11 @@ Usage (trainer.trainer.run_training does this):
         master=server.target, is_chief=True, saver=saver)
 
 Differs on purpose from `slim.learning.train`:
-  * the session is closed by `bounded_session_fn(session).close()`;
+  * the session is closed by `bounded_session_fn(session).close()`, and the
+    Supervisor's threads (queue runners, the chief's checkpoint, summary and
+    step-counter services) run through that object: a run TensorFlow refuses
+    as a repeated request id runs again there, where in `learning.train` it
+    ended the session from whichever thread met it;
   * the chief writes its final checkpoint after the Supervisor's threads have
     stopped, not before: a periodic save still in progress (the first one of
     a short run on a loaded machine) could otherwise end last and leave the
@@ -50,8 +54,9 @@ def run_supervised(train_op, logdir, step_fn, bounded_session_fn, master='', is_
     train_op: the tensor that runs one step and returns the loss.
     logdir: where checkpoints and summaries go (None: neither).
     step_fn: callable(session, train_op, global_step, {}) -> (loss, should_stop).
-    bounded_session_fn: callable(tf.compat.v1.Session) -> an object whose
-      `close()` closes it within a bound (e.g. a
+    bounded_session_fn: callable(tf.compat.v1.Session) -> a session around it
+      (a `SessionInterface` with `make_callable`) whose `close()` closes it
+      within a bound, and through which the Supervisor's threads run (e.g. a
       `deployment.fault_runtime.BoundedSession`, or `TrainStepRunner.session_for`).
     master: the session target ('' = in process).
     is_chief: whether this task initialises the model and writes checkpoints.
@@ -160,12 +165,15 @@ def _train_in_one_session(supervisor, master, session_config, step_fn, bounded_s
         master, config=session_config, start_standard_services=False)
     logging.info('Starting Session.')
     bounded = bounded_session_fn(session)
+    # The Supervisor's threads run through it too: a run TensorFlow refuses as a
+    # repeated request id, which ended the session from a queue runner in the
+    # elastic benchmark, runs again there as the steps' runs do.
     if supervisor.is_chief and supervisor.save_path:
-      supervisor.start_standard_services(session)
-    threads = supervisor.start_queue_runners(session)
+      supervisor.start_standard_services(bounded)
+    threads = supervisor.start_queue_runners(bounded)
     logging.info('Starting Queues.')
     if chief_sync is not None:
-      chief_sync.start(supervisor, session)
+      chief_sync.start(supervisor, bounded)
     loss = _run_steps(supervisor, step_fn, session, train_op, global_step)
     if supervisor.is_chief and supervisor.save_path:
       # Threads first: a periodic save still running must not end after the

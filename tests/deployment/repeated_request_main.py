@@ -17,6 +17,8 @@ It prints one JSON line per case:
   `request_ids.is_duplicate_request` knows it;
 - `retried`: a `BoundedSession` step refused once, after which the seeds are
   random again (from the warning it logs), so the run that follows draws new ids;
+- `retried_callable`: the same through the callable `BoundedSession.make_callable`
+  makes (a queue runner's enqueues);
 - `refused`: a `BoundedSession` step refused every time;
 - `poll_loops`: the ps serving loop and the chief's membership log poll on
   through refused polls, then take a worker's announcement and the chief's
@@ -125,13 +127,16 @@ def _raw_case(target, step):
 
 def _bounded_case(name, target, step):
   faults = _faults()
-  handler = _RandomSeedsOnRefusal() if name == 'retried' else None
+  handler = _RandomSeedsOnRefusal() if name.startswith('retried') else None
   if handler:
     logging.get_absl_logger().addHandler(handler)
   session = fault_runtime.BoundedSession(tf.compat.v1.Session(target), faults)
   result = {'case': name}
   try:
-    result['value'] = int(session.run(step))
+    # A queue runner calls what `make_callable` made, not `run`.
+    run = session.make_callable(step) if name.endswith('callable') else (
+        lambda: session.run(step))
+    result['value'] = int(run())
   except tf.errors.OpError as e:
     result['error'] = type(e).__name__
   finally:
@@ -202,6 +207,8 @@ def main():
     SEEDS.fix(True)
     print(json.dumps(_raw_case(server.target, step)), flush=True)
     print(json.dumps(_bounded_case('retried', server.target, step)), flush=True)
+    SEEDS.fix(True)
+    print(json.dumps(_bounded_case('retried_callable', server.target, step)), flush=True)
     SEEDS.fix(True)
     print(json.dumps(_bounded_case('refused', server.target, step)), flush=True)
   SEEDS.fix(False)

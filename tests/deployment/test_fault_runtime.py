@@ -215,6 +215,9 @@ def test_a_run_tensorflow_refuses_as_a_repeated_request_id_runs_again(tmp_path):
   # Refused once, then new ids: the step ran in the same session, no recovery.
   assert cases['retried'] == {'case': 'retried', 'value': 2, 'duplicate_requests': 1,
                               'recovering': False}
+  # The same through a callable of `make_callable`, as a queue runner enqueues.
+  assert cases['retried_callable'] == {'case': 'retried_callable', 'value': 3,
+                                       'duplicate_requests': 1, 'recovering': False}
   # Refused every time: after request_ids.RETRIES runs again, a lost peer.
   assert cases['refused'] == {'case': 'refused', 'error': 'AbortedError',
                               'duplicate_requests': request_ids.RETRIES,

@@ -6,6 +6,7 @@ import time
 
 import pytest
 import tensorflow as tf
+from tensorflow.python.client import session as tf_session_lib
 import tf_slim as slim
 
 from core import compat  # noqa: F401  (tf-slim's learning.train on TF 2.21)
@@ -13,15 +14,37 @@ from deployment import sync_replicas
 from trainer import supervised_loop
 
 
-class _RecordingBound:
-  """A bounded_session_fn that records what the loop hands it and closes."""
+class _RecordingBound(tf_session_lib.SessionInterface):
+  """A bounded_session_fn that records what the loop hands it, what runs through it and
+  what it closes."""
 
   def __init__(self):
-    self.sessions, self.closed = [], []
+    self.sessions, self.closed, self.runs_by_thread = [], [], set()
 
   def __call__(self, session):
     self.sessions.append(session)
     return self
+
+  @property
+  def graph(self):
+    return self.sessions[-1].graph
+
+  @property
+  def sess_str(self):
+    return self.sessions[-1].sess_str
+
+  def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+    self.runs_by_thread.add(threading.current_thread().name)
+    return self.sessions[-1].run(fetches, feed_dict=feed_dict, options=options,
+                                 run_metadata=run_metadata)
+
+  def make_callable(self, fetches, feed_list=None, accept_options=False):
+    call = self.sessions[-1].make_callable(fetches, feed_list, accept_options)
+
+    def recorded(*args, **kwargs):
+      self.runs_by_thread.add(threading.current_thread().name)
+      return call(*args, **kwargs)
+    return recorded
 
   def close(self):
     self.closed.append(self.sessions[-1])
@@ -138,6 +161,32 @@ def test_matches_slim_learning_train_step_for_step(tmp_path):
   slim_final = [path for path in slims if path.endswith('model.ckpt-7')]
   assert slim_final, slims
   assert tf.train.load_variable(ours[-1], 'w') == tf.train.load_variable(slim_final[0], 'w')
+
+
+def test_queue_runners_and_the_chief_services_run_through_the_bound(tmp_path):
+  # In the elastic benchmark a queue runner's refused run (a repeated request id) ended
+  # the session: its runs, like the steps', must go through the runtime's session.
+  bound = _RecordingBound()
+  with tf.Graph().as_default():
+    queue = tf.queue.FIFOQueue(4, tf.float32)
+    tf.compat.v1.train.add_queue_runner(
+        tf.compat.v1.train.QueueRunner(queue, [queue.enqueue(1.0)]))
+    step = tf.compat.v1.train.get_or_create_global_step()
+    w = tf.compat.v1.get_variable('w', initializer=0.0)
+    train = tf.group(w.assign_add(queue.dequeue()), step.assign_add(1))
+    with tf.control_dependencies([train]):
+      train_op = tf.identity(w.read_value())
+      tf.compat.v1.add_to_collection('step_after_update', tf.identity(step.read_value()))
+    step_fn, seen = _steps_until(5)
+    supervised_loop.run_supervised(train_op, str(tmp_path), step_fn, bound,
+                                   summary_op=tf.compat.v1.summary.scalar('w', w),
+                                   save_summaries_secs=0.01, save_interval_secs=0.01)
+  assert seen == [1, 2, 3, 4, 5] and _trained_w(str(tmp_path)) == 5.0
+  # The queue runner's enqueues ran through the bound, and so did the chief's services
+  # (the step counter reads the step as it starts, whatever the steps' pace).
+  threads = bound.runs_by_thread
+  assert 'QueueRunnerThread-fifo_queue-fifo_queue_enqueue' in threads, threads
+  assert any(name.startswith('Thread-') for name in threads), threads
 
 
 def test_an_aborted_session_is_retried_in_a_new_one_from_its_checkpoint(tmp_path):
