@@ -210,13 +210,20 @@ def read_chiefs_cluster(cluster, timeout_secs):
     initialized = tf.compat.v1.is_variable_initialized(variable)
     options = tf.compat.v1.RunOptions(timeout_in_ms=_RPC_TIMEOUT_MS)
     with tf.compat.v1.Session('grpc://' + address, config=_only_the_chief(job)) as session:
-      while not session.run(initialized, options=options):
+      while True:
+        try:
+          if session.run(initialized, options=options):
+            return json.loads(session.run(variable.value(), options=options).decode('utf-8'))
+        except tf.errors.DeadlineExceededError:
+          # A chief busy with a restore answered late (a ps restarted during a
+          # checkpoint recovery died of this, 2026-11-28): ask again.
+          logging.info('the chief at %s did not answer within %d ms; asking again', address,
+                       _RPC_TIMEOUT_MS)
         if time.time() > deadline:
           raise TimeoutError(
               'the chief at %s did not publish its cluster within %d s; is it running '
               'slimtrain with the same TF_CONFIG?' % (address, timeout_secs))
         time.sleep(_POLL_SECS)
-      return json.loads(session.run(variable.value(), options=options).decode('utf-8'))
 
 
 def agree_with_chief(cluster, server, timeout_secs, resizable=False,

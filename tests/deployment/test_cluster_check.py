@@ -1,7 +1,12 @@
 """Startup agreement on the cluster and the exposure warning, with real gRPC servers."""
 
 import json
+import os
+import signal
+import subprocess
 import sys
+import threading
+import time
 
 from absl import logging
 import pytest
@@ -68,6 +73,53 @@ def test_a_chief_that_never_publishes_is_a_timeout():
   _config(cluster, 'chief').start_server()  # up, but publishes nothing
   with pytest.raises(TimeoutError, match='did not publish its cluster within 2 s'):
     cluster_check.read_chiefs_cluster(_config(cluster, 'worker'), 2)
+
+
+# A chief that starts its server, then publishes its cluster once a line comes on stdin.
+_LATE_CHIEF = """
+import sys
+from deployment import cluster_check
+from tests import cluster_util
+config = cluster_util.cluster_config(%r, 'chief')
+server = config.start_server()
+print('up', flush=True)
+sys.stdin.readline()
+cluster_check.publish(config, server)
+print('published', flush=True)
+sys.stdin.readline()
+"""
+
+
+@pytest.mark.cluster
+def test_a_chief_that_answers_a_poll_late_is_asked_again(monkeypatch, caplog):
+  # 2026-11-28: a ps restarted while the chief restored a checkpoint died of one late
+  # answer (DeadlineExceededError) instead of asking again within its startup timeout.
+  chief, ps = _addresses(2)
+  cluster = {'chief': [chief], 'ps': [ps]}
+  process = subprocess.Popen(
+      [sys.executable, '-c', _LATE_CHIEF % cluster], cwd=cluster_util.REPO_ROOT,
+      env=dict(os.environ, PYTHONPATH=cluster_util.REPO_ROOT, TF_CPP_MIN_LOG_LEVEL='2'),
+      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+  try:
+    assert process.stdout.readline().strip() == 'up'
+    monkeypatch.setattr(cluster_check, '_RPC_TIMEOUT_MS', 1000)
+    read = {}
+    reader = threading.Thread(target=lambda: read.update(cluster=(
+        cluster_check.read_chiefs_cluster(_config(cluster, 'ps'), 60))), daemon=True)
+    with caplog.at_level(logging.INFO):
+      reader.start()
+      time.sleep(2.0)  # The reader's session is up and polling an unpublished chief.
+      os.kill(process.pid, signal.SIGSTOP)  # Its polls now go unanswered for 3 s.
+      time.sleep(3.0)
+      os.kill(process.pid, signal.SIGCONT)
+      process.stdin.write('publish\n')
+      process.stdin.flush()
+      reader.join(60)
+    assert read == {'cluster': cluster}
+    assert 'did not answer within 1000 ms; asking again' in caplog.text
+  finally:
+    process.kill()
+    process.wait()
 
 
 def test_the_evaluator_is_left_out_of_the_comparison():
