@@ -1,6 +1,7 @@
 """Startup agreement on the cluster and the exposure warning, with real gRPC servers."""
 
 import json
+import logging as std_logging
 import os
 import signal
 import subprocess
@@ -106,7 +107,7 @@ def test_a_chief_that_answers_a_poll_late_is_asked_again(monkeypatch, caplog):
     read = {}
     reader = threading.Thread(target=lambda: read.update(cluster=(
         cluster_check.read_chiefs_cluster(_config(cluster, 'ps'), 60))), daemon=True)
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(std_logging.INFO, logger='absl'):
       reader.start()
       time.sleep(2.0)  # The reader's session is up and polling an unpublished chief.
       os.kill(process.pid, signal.SIGSTOP)  # Its polls now go unanswered for 3 s.
