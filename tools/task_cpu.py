@@ -4,8 +4,8 @@ What one real-process cluster test costs at least: a chief, a worker and a ps
 of `python -m trainer.train` train the cluster tests' small_cnn on their
 colour records (tests/trainer/cluster_testlib.py) for `--steps` steps, the
 tasks started as the tests start them, forked from a process that has
-imported TensorFlow (tests/fork_server.py), then again as fresh interpreters
-(`SLIMTRAIN_TEST_FORK_SERVER=0`). Prints each task's user + system CPU
+imported TensorFlow (a server of tests/fork_server.py), then again as fresh
+interpreters (as with `SLIMTRAIN_TEST_FORK_SERVER=0`). Prints each task's user + system CPU
 seconds per repeat; the difference between the two is what a fresh import
 costs.
 
@@ -39,23 +39,37 @@ def _children_cpu():
   return usage.ru_utime + usage.ru_stime
 
 
-def _job_cpu(work_dir, steps, forked):
-  """Runs one chief + worker + ps job; returns {task: CPU seconds}."""
+def _task_environment():
+  return dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+
+
+def _job_cpu(work_dir, steps, server):
+  """Runs one chief + worker + ps job; returns {task: CPU seconds}.
+
+  Args:
+    work_dir: a folder for the job's data, checkpoints and logs.
+    steps: training steps.
+    server: a `fork_server.ForkServer` to fork the tasks from, or None to start
+      each as a fresh interpreter.
+  """
   data = lib.write_colour_records(os.path.join(work_dir, 'data'))
   config = lib.write_pipeline_config(work_dir, data, num_steps=steps)
   cluster = cluster_util.local_cluster(num_workers=1, num_ps=1, chief=True)
   processes = {}
   for name in TASKS:
     job, index = name[:-1], int(name[-1])
-    env = dict(os.environ, TF_CONFIG=cluster_util.tf_config(cluster, job, index),
-               TF_CPP_MIN_LOG_LEVEL='2')
-    env[fork_server.DISABLE_ENV] = '1' if forked else '0'
+    env = dict(_task_environment(), TF_CONFIG=cluster_util.tf_config(cluster, job, index))
+    args = [sys.executable, '-u', '-m', lib.MODULE] + lib.train_args(
+        config, os.path.join(work_dir, 'train'))
     with open(os.path.join(work_dir, name + '.log'), 'w') as log:
-      processes[name] = fork_server.popen(
-          [sys.executable, '-u', '-m', lib.MODULE] + lib.train_args(
-              config, os.path.join(work_dir, 'train')),
-          cwd=_REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-          stdin=subprocess.DEVNULL, start_new_session=True)
+      std = (subprocess.DEVNULL, log, subprocess.STDOUT)
+      if server is None:
+        processes[name] = subprocess.Popen(args, cwd=_REPO_ROOT, env=env, stdin=std[0],
+                                           stdout=std[1], stderr=std[2],
+                                           start_new_session=True)
+      else:
+        processes[name] = server.start(args, ('module', lib.MODULE), _REPO_ROOT, env, std,
+                                       unbuffered=True)
   cpu = {}
   for name in ('chief0', 'worker0', 'ps0'):  # The ps ends once the chief says so.
     before = fork_server.reaped_cpu_seconds() + _children_cpu()
@@ -74,16 +88,21 @@ def main(argv=None):
   args = parser.parse_args(argv)
   print('| start | repeat | %s | job |' % ' | '.join(TASKS))
   print('| --- | --- |%s --- |' % (' --- |' * len(TASKS)))
-  for repeat in range(1, args.repeats + 1):
-    for forked in (True, False):
-      work_dir = tempfile.mkdtemp(prefix='task_cpu_')
-      try:
-        cpu = _job_cpu(work_dir, args.steps, forked)
-      finally:
-        shutil.rmtree(work_dir, ignore_errors=True)
-      print('| %s | %d | %s | %.1f |' % ('forked' if forked else 'fresh', repeat, ' | '.join(
-          '%.1f' % cpu[name] for name in TASKS), sum(cpu.values())), flush=True)
-
+  # A server of its own: the tests' shared ones are limited in number
+  # (fork_server.MAX_SERVERS), and a full pool would quietly start fresh tasks.
+  server = fork_server.ForkServer(_task_environment())
+  try:
+    for repeat in range(1, args.repeats + 1):
+      for forked in (True, False):
+        work_dir = tempfile.mkdtemp(prefix='task_cpu_')
+        try:
+          cpu = _job_cpu(work_dir, args.steps, server if forked else None)
+        finally:
+          shutil.rmtree(work_dir, ignore_errors=True)
+        print('| %s | %d | %s | %.1f |' % ('forked' if forked else 'fresh', repeat, ' | '.join(
+            '%.1f' % cpu[name] for name in TASKS), sum(cpu.values())), flush=True)
+  finally:
+    server.stop()
 
 if __name__ == '__main__':
   main()

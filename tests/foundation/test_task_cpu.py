@@ -20,7 +20,9 @@ def _rows(output):
 
 def test_a_forked_and_a_fresh_job_report_every_task_and_the_fresh_one_costs_more(
     capsys, monkeypatch):
-  monkeypatch.delenv(fork_server.DISABLE_ENV, raising=False)
+  # As in a whole-suite worker whose shared fork servers are all taken (CI,
+  # 2026-11-28): the forked job must still be forked.
+  monkeypatch.setattr(fork_server, 'MAX_SERVERS', 0)
   task_cpu.main(['--steps=2', '--repeats=1'])
   rows = _rows(capsys.readouterr().out)
   assert [row[:2] for row in rows] == [['forked', '1'], ['fresh', '1']]
@@ -28,7 +30,7 @@ def test_a_forked_and_a_fresh_job_report_every_task_and_the_fresh_one_costs_more
   for start, _, *seconds in rows:
     tasks, job = [float(s) for s in seconds[:3]], float(seconds[3])
     # Every task built its graph and ran a session: no task can cost nothing.
-    assert min(tasks) > 0.5, rows
+    assert min(tasks) > 0.1, rows
     assert job == pytest.approx(sum(tasks), abs=0.2), rows
     jobs[start] = job
   # A fresh task imports TensorFlow itself; a forked one inherited it.
