@@ -52,6 +52,7 @@ import tensorflow as tf
 from absl import logging
 
 from builders import decoder_builder
+from core import dataset_teardown
 from core import standard_fields as fields
 from protos import input_reader_pb2
 
@@ -403,7 +404,7 @@ def build(input_reader_config, num_worker_replicas=1, task_index=0, skip_corrupt
   with tf.compat.v1.name_scope('input_reader'):
     dataset = _example_dataset(input_reader_config, num_worker_replicas, task_index,
                                skip_corrupt_records, num_parallel_calls, seed)
-    dataset = dataset.prefetch(tf.data.AUTOTUNE)
+    dataset = dataset_teardown.prompt_teardown(dataset.prefetch(tf.data.AUTOTUNE))
     iterator = tf.compat.v1.data.make_initializable_iterator(dataset)
     tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.TABLE_INITIALIZERS,
                                    iterator.initializer)
@@ -477,4 +478,5 @@ def build_dataset(input_reader_config, batch_size, num_worker_replicas=1, task_i
   dataset = dataset.padded_batch(batch_size, padded_shapes=dict(padded_shapes),
                                  drop_remainder=drop_remainder)
   prefetch = input_reader_config.num_prefetch_batches
-  return dataset.prefetch(prefetch if prefetch > 0 else tf.data.AUTOTUNE)
+  return dataset_teardown.prompt_teardown(
+      dataset.prefetch(prefetch if prefetch > 0 else tf.data.AUTOTUNE))

@@ -48,6 +48,8 @@ import numbers
 import numpy as np
 import tensorflow as tf
 
+from core import dataset_teardown
+
 _SHUFFLE_ERROR = ('shuffle must be provided and explicitly set as boolean (it is recommended '
                   'to set it as True for training); got {}')
 
@@ -173,7 +175,7 @@ def _batches(columns, batch_size, num_epochs, shuffle, queue_capacity):
     dataset = dataset.shuffle(queue_capacity)
   # Forever: only full batches (a fixed batch dimension); finite: keep the last one.
   dataset = dataset.batch(batch_size, drop_remainder=num_epochs is None)
-  dataset = dataset.prefetch(1)
+  dataset = dataset_teardown.prompt_teardown(dataset.prefetch(1))
   return tf.compat.v1.data.make_one_shot_iterator(dataset).get_next()
 
 

@@ -19,6 +19,7 @@ import time
 
 import tensorflow as tf
 
+from core import dataset_teardown
 from core import paths
 
 _DATASET_TYPES = (tf.data.Dataset, tf.compat.v1.data.Dataset)
@@ -72,7 +73,8 @@ def parse_input_fn_result(result):
   hooks = []
   if isinstance(result, _DATASET_TYPES):
     # A Dataset is read through an iterator that each new session rewinds.
-    iterator = tf.compat.v1.data.make_initializable_iterator(result)
+    iterator = tf.compat.v1.data.make_initializable_iterator(
+        dataset_teardown.prompt_teardown(result))
     hooks = [DatasetInitializerHook(iterator)]
     result = iterator.get_next()
   if not isinstance(result, (list, tuple)):
