@@ -9,12 +9,16 @@ dataset through
   (b) the tf.data path: `input_reader_builder.build_dataset` with the same
       augmentation as `transform_input_data_fn` -> `padded_batch` -> prefetch;
 
-in one process, with the same number of threads for both (decode calls,
+and each again with tf.data autotuning kept on (`SLIMTRAIN_TF_DATA_AUTOTUNE=1`
+while its graph is built; slimtrain turns it off, core/dataset_teardown.py),
+in one process, with the same number of threads for all (decode calls,
 augment calls / batch queue threads, session inter/intra-op threads). Each
 repeat runs each variant in a fresh session: warm-up steps, then timed
-steps; the repeats alternate a, b, a, b, ... The goal is (a) >= 0.9 x (b),
+steps; the repeats alternate a, a+, b, b+, ... The goal is (a) >= 0.9 x (b),
 called met or missed only when every repeat's a/b agrees
 (`benchmarks.bench_util.verdict`, at least 5 repeats), else "not resolved".
+What turning autotuning off costs each path is printed as a/a+ and b/b+
+(no goal; `--noautotune_pairs` leaves the + variants out).
 
     python -m benchmarks.input_pipeline --quick          # < 2 minutes
     python -m benchmarks.input_pipeline --num_images=1024 --batch_size=32 \
@@ -27,6 +31,7 @@ shape [1, H, W, 3]); with no `core.preprocessor` it falls back to an
 equivalent flip written here.
 """
 
+import contextlib
 import os
 import statistics
 import sys
@@ -40,6 +45,7 @@ from absl import flags
 from benchmarks import bench_util
 from builders import input_reader_builder
 from core import batcher
+from core import dataset_teardown
 from core import standard_fields as fields
 from protos import input_reader_pb2
 from tools import create_shapes_tf_record
@@ -56,6 +62,7 @@ flags.DEFINE_integer('threads', 4, 'Threads for each variant (decode, augment/ba
 flags.DEFINE_integer('warmup', 10, 'Warm-up steps per repeat (>= 10).')
 flags.DEFINE_integer('steps', 100, 'Timed steps per repeat (>= 100).')
 flags.DEFINE_integer('repeats', 5, 'Repeats per variant (>= 5; --quick runs 3).')
+flags.DEFINE_bool('autotune_pairs', True, 'Also time each path with tf.data autotuning on.')
 FLAGS = flags.FLAGS
 
 GOAL = 0.9  # BatchQueue >= 0.9 x tf.data
@@ -140,6 +147,20 @@ def build_dataset_graph(config, batch_size, threads, augment):
   return graph, fetch
 
 
+@contextlib.contextmanager
+def _autotuning_kept():
+  """Graphs built inside keep tf.data autotuning on (core/dataset_teardown.py's switch)."""
+  before = os.environ.get(dataset_teardown.AUTOTUNE_ENV)
+  os.environ[dataset_teardown.AUTOTUNE_ENV] = '1'
+  try:
+    yield
+  finally:
+    if before is None:
+      del os.environ[dataset_teardown.AUTOTUNE_ENV]
+    else:
+      os.environ[dataset_teardown.AUTOTUNE_ENV] = before
+
+
 def time_variant(graph, fetch, threads, warmup, steps):
   """Runs warm-up then timed steps in a fresh session; returns steps/sec."""
   with graph.as_default():
@@ -163,36 +184,47 @@ def time_variant(graph, fetch, threads, warmup, steps):
   return steps / elapsed
 
 
-def run_benchmark(data_dir, batch_size, threads, warmup, steps, repeats, out=sys.stdout):
-  """Runs both variants; prints and returns the results.
+def run_benchmark(data_dir, batch_size, threads, warmup, steps, repeats, out=sys.stdout,
+                  autotune_pairs=False):
+  """Runs the variants; prints and returns the results.
 
   Returns:
-    dict with 'a' and 'b' (lists of examples/sec) and 'ratio' (median a / median b).
+    dict with 'a' and 'b' (lists of examples/sec; with `autotune_pairs` also
+    'a+' and 'b+', autotuning on) and 'ratio' (median a / median b).
   """
   info_pattern = os.path.join(data_dir, 'train.tfrecord-*')
   label_map = os.path.join(data_dir, 'label_map.pbtxt')
   config = _reader_config(info_pattern, label_map, threads)
   augment_name, augment = _augment_fn()
-  graphs = {
-      'a': build_batch_queue_graph(config, batch_size, threads, augment),
-      'b': build_dataset_graph(config, batch_size, threads, augment),
-  }
-  results = {'a': [], 'b': []}
+  builders = {'a': build_batch_queue_graph, 'b': build_dataset_graph}
+  graphs = {name: build(config, batch_size, threads, augment)
+            for name, build in builders.items()}
+  if autotune_pairs:
+    with _autotuning_kept():
+      graphs.update({name + '+': build(config, batch_size, threads, augment)
+                     for name, build in builders.items()})
+  order = [name for name in ('a', 'a+', 'b', 'b+') if name in graphs]
+  results = {name: [] for name in order}
   for _ in range(repeats):
-    for name in ('a', 'b'):
+    for name in order:
       graph, fetch = graphs[name]
       results[name].append(
           time_variant(graph, fetch, threads, warmup, steps) * batch_size)
-  labels = {'a': '(a) BatchQueue + prefetch', 'b': '(b) tf.data padded_batch'}
+  labels = {'a': '(a) BatchQueue + prefetch', 'b': '(b) tf.data padded_batch',
+            'a+': '(a+) (a), autotuning on', 'b+': '(b+) (b), autotuning on'}
   print('augmentation: %s; batch_size %d; threads %d; %d warm-up + %d timed steps x %d '
         'repeats' % (augment_name, batch_size, threads, warmup, steps, repeats), file=out)
   print('%-28s %12s %12s %12s' % ('variant', 'median ex/s', 'min ex/s', 'max ex/s'), file=out)
-  for name in ('a', 'b'):
+  for name in order:
     values = results[name]
     print('%-28s %12.1f %12.1f %12.1f' % (labels[name], statistics.median(values), min(values),
                                           max(values)), file=out)
   ratio = statistics.median(results['a']) / statistics.median(results['b'])
   print(bench_util.ratio_line('a/b', results['a'], results['b'], goal=GOAL), file=out)
+  for name in ('a', 'b'):
+    if name + '+' in results:
+      print(bench_util.ratio_line('%s/%s+' % (name, name), results[name],
+                                  results[name + '+']), file=out)
   results['ratio'] = ratio
   return results
 
@@ -218,7 +250,8 @@ def main(argv):
       create_shapes_tf_record.create_shapes_dataset(
           data_dir, num_train=num_images, num_val=0, height=image_size, width=image_size,
           num_shards=4, seed=0)
-    run_benchmark(data_dir, batch_size, FLAGS.threads, warmup, steps, repeats)
+    run_benchmark(data_dir, batch_size, FLAGS.threads, warmup, steps, repeats,
+                  autotune_pairs=FLAGS.autotune_pairs)
 
 
 if __name__ == '__main__':
