@@ -230,6 +230,18 @@ class Job(object):
       self.sleep_until(time.time() + 0.5)
     return max(task.log.first_step_time() for task in tasks)
 
+  def address(self, job, index):
+    """The address of task `index` of `job` ('chief', 'ps' or 'worker')."""
+    return self._addresses[job][index]
+
+  def start_helper(self, name, module, args):
+    """Starts `python -m module args` beside the job, on the host `name` starts with.
+
+    A helper is no task of the cluster (no TF_CONFIG); with `--netns` it runs in
+    that host's namespace, so it reaches the tasks as the task there does.
+    """
+    return self._group.start(name, module=module, args=args)
+
   def step(self):
     return max((s for task in self.tasks.values() for _, s, _ in task.log.progress), default=0)
 

@@ -68,7 +68,7 @@ PHASES = collections.OrderedDict([
 ])
 
 
-def _config(log_dir, data, name, snapshot, save_secs):
+def phase_config(log_dir, data, name, snapshot, save_secs):
   """The phase's pipeline config: the cluster tests' one with a bigger net."""
   from tests.trainer import cluster_testlib  # noqa: PLC0415  (imports TensorFlow)
   return cluster_testlib.write_pipeline_config(
@@ -157,14 +157,21 @@ def run_phase(name, kills, config, log_dir):
   return rows
 
 
-def main(argv):
-  del argv
-  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-  # elastic.py's defaults suit its tiny net; ResNet-50 at batch 2 and 0.01 diverged
-  # within 5 steps (a NaN in its batch-norm statistics ended the chief).
+def set_model_defaults():
+  """--batch_size 4 and --learning_rate 0.0005 unless given: elastic.py's suit its tiny net.
+
+  ResNet-50 at batch 2 and 0.01 diverged within 5 steps (a NaN in its
+  batch-norm statistics ended the chief).
+  """
   for name, value in (('batch_size', 4), ('learning_rate', 0.0005)):
     if not FLAGS[name].present:
       FLAGS[name].value = value
+
+
+def main(argv):
+  del argv
+  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+  set_model_defaults()
   if FLAGS.quick:
     FLAGS.kills, FLAGS.baseline_kills, FLAGS.period_secs = 1, 1, 20
     FLAGS.net, FLAGS.image_size = 'small_cnn', 16
@@ -179,7 +186,7 @@ def main(argv):
   for name, settings in PHASES.items():
     kills = FLAGS.kills if settings['snapshot'] else FLAGS.baseline_kills
     if kills:
-      config = _config(log_dir, data, name, settings['snapshot'], settings['save_secs'])
+      config = phase_config(log_dir, data, name, settings['snapshot'], settings['save_secs'])
       phases[name] = run_phase(name, kills, config, log_dir)
   report.summarize(phases, FLAGS.snapshot_secs, FLAGS.recovery_goal_secs)
 
