@@ -128,6 +128,7 @@ def measure(log_dir, data):
         '--probes=%d' % FLAGS.probes, '--probe_gap_secs=%g' % FLAGS.probe_gap_secs])
     budget = FLAGS.start_secs + FLAGS.probes * (FLAGS.probe_gap_secs + 2 * _RUN_TIMEOUT_SECS)
     rows = _probe_rows(process, time.time() + budget)
+    job.update()
     steps = job.step()
   print('the job reached global step %d' % steps, flush=True)
   return rows

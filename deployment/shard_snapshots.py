@@ -72,6 +72,21 @@ def _short(message):
   return text if len(text) <= 200 else text[:197] + '...'
 
 
+def pause_after(round_secs, interval_secs):
+  """Seconds to wait after a round of `round_secs`: rounds start `interval_secs` apart.
+
+  A round that took longer than the interval is followed at once. Counting the
+  interval from a round's start, not its end, keeps a copy at most about
+  max(interval, round) old at its holder instead of interval + round (a
+  94 MB model's rounds took 8-17 s on a loaded machine, benchmarks/RESULTS.md).
+
+  Args:
+    round_secs: how long the round just finished took.
+    interval_secs: `snapshot_interval_secs`.
+  """
+  return max(0.0, interval_secs - round_secs)
+
+
 def _scope_of(task):
   """'/job:ps/task:1' -> 'job_ps_task_1', for op names."""
   return task.strip('/').replace('/', '_').replace(':', '_')
@@ -266,7 +281,7 @@ class ShardSnapshots:
     return thread is not None and thread.is_alive()
 
   def _run(self, sess, stop):
-    """The thread: a round at once, then one every `interval_secs`, until `stop`.
+    """The thread: a round at once, then one every `interval_secs` (`pause_after`), until `stop`.
 
     Ends as well when the session is closed under it (a lost peer broke it).
     """
@@ -294,7 +309,7 @@ class ShardSnapshots:
           failing.add(task)
           logging.warning('snapshot of %s skipped this round (%s)', task, error)
       self.rounds += 1
-      stop.wait(self.interval_secs)
+      stop.wait(pause_after(time.time() - started, self.interval_secs))
 
   def restore(self, sess, task, lost_tasks, checkpoint_step=None):
     """Restores `task`'s variables from its snapshot, when its holder still has one.

@@ -358,5 +358,11 @@ def test_stamps_name_the_global_step_of_the_copy():
       assert 0 <= snapshot.age_secs < 60
 
 
+def test_rounds_start_one_interval_apart_and_a_long_round_is_followed_at_once():
+  assert shard_snapshots.pause_after(0.25, 5.0) == 4.75
+  assert shard_snapshots.pause_after(5.0, 5.0) == 0.0
+  assert shard_snapshots.pause_after(12.0, 5.0) == 0.0
+
+
 if __name__ == '__main__':
   sys.exit(pytest.main([__file__, '-q']))
