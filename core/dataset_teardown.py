@@ -22,10 +22,12 @@ Differs on purpose from tf.data's defaults: autotuning is off, so each
 `tf.data.AUTOTUNE` setting keeps the starting value tf.data picks for it
 instead of being tuned while training runs (benchmarks/RESULTS.md, input
 pipeline, has the effect on our pipeline). `SLIMTRAIN_TF_DATA_AUTOTUNE=1`
-keeps autotuning on (and the wait with it).
+keeps autotuning on (and the wait with it), and so does a dataset whose own
+options set it.
 """
 
 import os
+import warnings
 
 import tensorflow as tf
 
@@ -37,16 +39,29 @@ def autotune_kept():
   return os.environ.get(AUTOTUNE_ENV, '0') == '1'
 
 
+def _own_autotune_setting(dataset):
+  """The autotune `enabled` the dataset's options set, or None."""
+  with warnings.catch_warnings():
+    # In graph mode tf.data warns that options() may miss options set inside a
+    # serialized graph; those an input_fn sets in Python are seen.
+    warnings.simplefilter('ignore', UserWarning)
+    return dataset.options().autotune.enabled
+
+
 def prompt_teardown(dataset):
-  """`dataset` with tf.data autotuning off, unless `SLIMTRAIN_TF_DATA_AUTOTUNE=1`.
+  """`dataset` with tf.data autotuning off, unless asked to keep it.
+
+  Autotuning stays as it is under `SLIMTRAIN_TF_DATA_AUTOTUNE=1`, and when the
+  dataset's own options already set it (a user's input_fn that chose either way).
 
   Args:
     dataset: a `tf.data.Dataset`.
 
   Returns:
-    A dataset of the same elements whose iterator has no autotuning thread.
+    A dataset of the same elements whose iterator has no autotuning thread, or
+    `dataset` itself when autotuning is kept.
   """
-  if autotune_kept():
+  if autotune_kept() or _own_autotune_setting(dataset) is not None:
     return dataset
   options = tf.data.Options()
   options.autotune.enabled = False

@@ -69,6 +69,14 @@ def test_the_switch_keeps_autotuning_on(monkeypatch):
     assert dataset.options().autotune.enabled is None  # tf.data's default: on
 
 
+def test_a_datasets_own_autotune_setting_is_kept():
+  with tf.Graph().as_default():
+    options = tf.data.Options()
+    options.autotune.enabled = True
+    chosen = tf.data.Dataset.range(3).with_options(options)
+    assert dataset_teardown.prompt_teardown(chosen) is chosen
+
+
 def test_the_input_readers_iterator_has_no_autotuning(tmp_path):
   info = input_test_util.shapes_dataset(str(tmp_path))
   config = input_test_util.reader_config(info['train_pattern'], info['label_map_path'])
