@@ -7,6 +7,8 @@ turns a dataset into an iterator (the legacy input reader, the Estimator's
 input_fn result, numpy_input_fn) goes through `prompt_teardown`.
 """
 
+import sys
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -109,3 +111,7 @@ def test_numpy_input_fn_has_no_autotuning():
     batches = _read(graph, [features['x'], labels])
   assert [list(y) for _, y in batches] == [[0, 1], [2, 3]]
   assert _autotune_settings(graph) == [False]
+
+
+if __name__ == '__main__':
+  sys.exit(pytest.main([__file__, '-q']))
