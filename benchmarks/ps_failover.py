@@ -168,6 +168,24 @@ def set_model_defaults():
       FLAGS[name].value = value
 
 
+def prepare_run(prefix, detail):
+  """Checks --netns, makes the task log dir and writes the job's records.
+
+  Prints the run's heading, `detail` in it (what this run does to the job).
+
+  Returns:
+    (the task log dir, the colour records as `cluster_testlib` describes them).
+  """
+  elastic.check_netns_flag()
+  log_dir = elastic.task_log_dir(prefix)
+  from tests.trainer import cluster_testlib  # noqa: PLC0415  (imports TensorFlow)
+  data = cluster_testlib.write_colour_records(os.path.join(log_dir, 'data'), 512)
+  print('task logs: %s; %s; net %s %dx%d; %s; load average %.1f' % (
+      log_dir, 'network namespaces' if FLAGS.netns else 'loopback', FLAGS.net,
+      FLAGS.image_size, FLAGS.image_size, detail, os.getloadavg()[0]), flush=True)
+  return log_dir, data
+
+
 def main(argv):
   del argv
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
@@ -175,13 +193,7 @@ def main(argv):
   if FLAGS.quick:
     FLAGS.kills, FLAGS.baseline_kills, FLAGS.period_secs = 1, 1, 20
     FLAGS.net, FLAGS.image_size = 'small_cnn', 16
-  elastic.check_netns_flag()
-  log_dir = elastic.task_log_dir('ps_failover_')
-  from tests.trainer import cluster_testlib  # noqa: PLC0415
-  data = cluster_testlib.write_colour_records(os.path.join(log_dir, 'data'), 512)
-  print('task logs: %s; %s; net %s %dx%d; kills every %.0f s; load average %.1f' % (
-      log_dir, 'network namespaces' if FLAGS.netns else 'loopback', FLAGS.net,
-      FLAGS.image_size, FLAGS.image_size, FLAGS.period_secs, os.getloadavg()[0]), flush=True)
+  log_dir, data = prepare_run('ps_failover_', 'kills every %.0f s' % FLAGS.period_secs)
   phases = collections.OrderedDict()
   for name, settings in PHASES.items():
     kills = FLAGS.kills if settings['snapshot'] else FLAGS.baseline_kills

@@ -162,13 +162,7 @@ def main(argv):
   ps_failover.set_model_defaults()
   if FLAGS.quick:
     FLAGS.net, FLAGS.image_size, FLAGS.probes = 'small_cnn', 16, 3
-  elastic.check_netns_flag()
-  log_dir = elastic.task_log_dir('session_floor_')
-  from tests.trainer import cluster_testlib  # noqa: PLC0415  (imports TensorFlow)
-  data = cluster_testlib.write_colour_records(os.path.join(log_dir, 'data'), 512)
-  print('task logs: %s; %s; net %s %dx%d; %d probes; load average %.1f' % (
-      log_dir, 'network namespaces' if FLAGS.netns else 'loopback', FLAGS.net,
-      FLAGS.image_size, FLAGS.image_size, FLAGS.probes, os.getloadavg()[0]), flush=True)
+  log_dir, data = ps_failover.prepare_run('session_floor_', '%d probes' % FLAGS.probes)
   report(measure(log_dir, data), FLAGS.recovery_goal_secs)
 
 
