@@ -240,11 +240,24 @@ class _FaultHook(tf.compat.v1.train.SessionRunHook):
 
 
 def _run_steps(session, train_op, loss):
-  """Runs `train_op` until the session stops; returns (last loss or None, any step ran)."""
+  """Runs `train_op` until the session stops or the input ends.
+
+  The end of the input (`OutOfRangeError` from the step) ends training
+  normally, as in tf.estimator: the session then closes as after a stop, so
+  the hooks' `end` writes the final checkpoint. It is caught here rather than
+  left to `MonitoredSession.__exit__`, which would swallow it and skip what
+  follows the loop (the return value, the final checkpoint's bounds).
+
+  Returns:
+    (the loss of the last step or None, whether any step ran).
+  """
   last_loss, any_step_done = None, False
-  while not session.should_stop():
-    _, last_loss = session.run([train_op, loss])
-    any_step_done = True
+  try:
+    while not session.should_stop():
+      _, last_loss = session.run([train_op, loss])
+      any_step_done = True
+  except tf.errors.OutOfRangeError:
+    logging.info('the input ended; training stops here')
   return last_loss, any_step_done
 
 
