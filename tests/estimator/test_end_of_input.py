@@ -14,6 +14,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+import tf_keras
 
 from tests.estimator import mnist_testlib
 from trainer import estimator as tfe
@@ -85,6 +86,22 @@ def test_two_clones_end_with_their_input(tmp_path):
   estimator = _estimator(str(tmp_path), num_clones=2, clone_on_cpu=True)
   assert estimator.train(_finite_input_fn()) is estimator
   assert _checkpoint_step(estimator) == NUM_BATCHES
+
+
+def test_keras_model_to_estimator_trains_one_epoch(tmp_path):
+  tf_keras.utils.set_random_seed(2)
+  inputs = tf_keras.Input((4,), name='x')
+  outputs = tf_keras.layers.Dense(1, name='out')(inputs)
+  model = tf_keras.Model(inputs, outputs)
+  model.compile(optimizer=tf_keras.optimizers.legacy.SGD(0.05), loss='mse')
+  x = np.random.default_rng(0).normal(size=(40, 4)).astype(np.float32)
+  y = x.sum(axis=1, keepdims=True)
+
+  def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({'x': x}, y)).batch(8)
+  estimator = tfe.keras.model_to_estimator(keras_model=model, model_dir=str(tmp_path))
+  assert estimator.train(input_fn) is estimator
+  assert _checkpoint_step(estimator) == 5
 
 
 if __name__ == '__main__':
