@@ -1,6 +1,6 @@
 """The OD API's 2017 code with imports changed: `utils.ops`, `utils.variables_helper`,
 `optimizer_builder.build(config, global_summaries)`, a 2017 DetectionModel trained by
-`trainer.train` (and by the user's own copy of the 2017 trainer.py), next to a model of
+`trainer.train` (and by a trainer script of the 2017 shape, legacy_trainer_2017.py), next to a model of
 the later interface (`true_image_shapes`) trained by the same `trainer.train`."""
 
 import os
