@@ -1,7 +1,8 @@
 """The OD API's 2017 code with imports changed: `utils.ops`, `utils.variables_helper`,
 `optimizer_builder.build(config, global_summaries)`, a 2017 DetectionModel trained by
-`trainer.train` (and by a trainer script of the 2017 shape, legacy_trainer_2017.py), next to a model of
-the later interface (`true_image_shapes`) trained by the same `trainer.train`."""
+`trainer.train` (and by legacy_trainer_2017.py, a trainer script of the 2017 shape),
+next to a model of the later interface (`true_image_shapes`) trained by the same
+`trainer.train`."""
 
 import os
 import sys
