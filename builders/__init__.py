@@ -9,7 +9,9 @@ Map:
 * `model_builder.py`: `DetectionModel` -> an SSD or a slim classifier, with
   a small builder per sub-message (anchors, box coder, matcher, losses, ...).
 * `input_reader_builder.py`: `InputReader` -> per-example tensor_dicts or a
-  batched tf.data pipeline; `decoder_builder.py`: its tf.Example decoder.
+  batched tf.data pipeline; `decoder_builder.py`: its tf.Example decoder;
+  `dataset_builder.py`: the 2018 OD API's names over the same pipeline.
+* `graph_rewriter_builder.py`: `GraphRewriter` (quantization) -> refused by name.
 * `preprocessor_builder.py`: `PreprocessingStep` -> an augmentation function
   and its arguments.
 * `optimizer_builder.py`: `Optimizer` -> optimizer and learning rate

@@ -49,7 +49,7 @@ the rest of that file is skipped and counted as one.
 import collections
 
 import tensorflow as tf
-from absl import logging
+from core import logs as logging
 
 from builders import decoder_builder
 from core import dataset_teardown
@@ -381,6 +381,41 @@ def _skip_counter(skipped):
   return update
 
 
+def make_initializable_iterator(dataset):
+  """An initializable iterator whose initializer is in `GraphKeys.TABLE_INITIALIZERS`.
+
+  The default local init op of `Supervisor`, `slim.learning.train` and
+  `MonitoredSession` runs that collection, so they start the iterator.
+  """
+  iterator = tf.compat.v1.data.make_initializable_iterator(dataset)
+  tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.TABLE_INITIALIZERS,
+                                 iterator.initializer)
+  return iterator
+
+
+def build_example_dataset(input_reader_config, transform_input_data_fn=None,
+                          num_worker_replicas=1, task_index=0, num_parallel_calls=None,
+                          seed=None):
+  """The unbatched tf.data.Dataset of decoded (and transformed) tensor_dicts.
+
+  Args:
+    input_reader_config: an input_reader_pb2.InputReader.
+    transform_input_data_fn: optional function tensor_dict -> tensor_dict,
+      applied per example in parallel.
+    num_worker_replicas, task_index, num_parallel_calls, seed: as `build`.
+
+  Returns:
+    a tf.data.Dataset of dicts, one per record (bad records raise, as `build`).
+  """
+  if num_parallel_calls is None:
+    num_parallel_calls = input_reader_config.num_parallel_calls or tf.data.AUTOTUNE
+  dataset = _example_dataset(input_reader_config, num_worker_replicas, task_index, False,
+                             num_parallel_calls, seed)
+  if transform_input_data_fn is not None:
+    dataset = dataset.map(transform_input_data_fn, num_parallel_calls=num_parallel_calls)
+  return dataset_teardown.prompt_teardown(dataset.prefetch(tf.data.AUTOTUNE))
+
+
 def build(input_reader_config, num_worker_replicas=1, task_index=0, skip_corrupt_records=False,
           num_parallel_calls=None, seed=None):
   """Builds a per-example tensor_dict from an InputReader config.
@@ -405,10 +440,7 @@ def build(input_reader_config, num_worker_replicas=1, task_index=0, skip_corrupt
     dataset = _example_dataset(input_reader_config, num_worker_replicas, task_index,
                                skip_corrupt_records, num_parallel_calls, seed)
     dataset = dataset_teardown.prompt_teardown(dataset.prefetch(tf.data.AUTOTUNE))
-    iterator = tf.compat.v1.data.make_initializable_iterator(dataset)
-    tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.TABLE_INITIALIZERS,
-                                   iterator.initializer)
-    tensor_dict = iterator.get_next()
+    tensor_dict = make_initializable_iterator(dataset).get_next()
   if skip_corrupt_records:
     update = _skip_counter(tensor_dict.pop(_SKIPPED))
     with tf.control_dependencies([update]):

@@ -25,7 +25,7 @@ import difflib
 import re
 import time
 
-from absl import logging
+from core import logs as logging
 from google.protobuf import descriptor as descriptor_lib
 from google.protobuf import text_format
 import tensorflow as tf
@@ -196,10 +196,12 @@ def create_configs_from_pipeline_proto(pipeline_config):
   Returns:
     A dict with keys 'model', 'train_config', 'train_input_config',
     'eval_config', 'eval_input_configs' (list), 'eval_input_config' (the
-    first, or an empty InputReader) and 'deploy_config'.
+    first, as the 2017/2018 eval.py reads it, or an empty InputReader) and
+    'deploy_config'; plus 'graph_rewriter_config' only when the pipeline has a
+    `graph_rewriter` (as the OD API: programs test `'graph_rewriter_config' in configs`).
   """
   eval_inputs = list(pipeline_config.eval_input_reader)
-  return {
+  configs = {
       'model': pipeline_config.model,
       'train_config': pipeline_config.train_config,
       'train_input_config': pipeline_config.train_input_reader,
@@ -209,6 +211,9 @@ def create_configs_from_pipeline_proto(pipeline_config):
                             type(pipeline_config.train_input_reader)()),
       'deploy_config': pipeline_config.deploy_config,
   }
+  if pipeline_config.HasField('graph_rewriter'):
+    configs['graph_rewriter_config'] = pipeline_config.graph_rewriter
+  return configs
 
 
 def create_pipeline_proto_from_configs(configs):
@@ -221,6 +226,8 @@ def create_pipeline_proto_from_configs(configs):
     if key != 'deploy_config' or key in configs:
       getattr(pipeline_config, field).CopyFrom(configs[key])
   pipeline_config.eval_input_reader.extend(configs.get('eval_input_configs', []))
+  if 'graph_rewriter_config' in configs:
+    pipeline_config.graph_rewriter.CopyFrom(configs['graph_rewriter_config'])
   return pipeline_config
 
 

@@ -30,9 +30,10 @@ import sys
 
 from absl import app
 from absl import flags
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 
+from builders import graph_rewriter_builder
 from core import config_util
 from core import checkpoints
 from trainer import evaluator
@@ -76,6 +77,7 @@ def run(argv=None):
   try:
     configs = config_util.get_configs_from_pipeline_file(
         FLAGS.pipeline_config_path, required_sections=sections)
+    graph_rewriter_builder.check_configs(configs, is_training=False)
     try:
       checkpoints.checkpoint_source(FLAGS.checkpoint_dir, may_wait=not FLAGS.run_once)
     except ValueError as e:

@@ -72,9 +72,10 @@ rest of the export, so they appear together with it or not at all.
 
 import os
 
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 
+from builders import graph_rewriter_builder
 from builders import model_builder
 from core import config_util
 from core import data_decoders
@@ -379,6 +380,8 @@ def export_inference_graph(input_type, pipeline_config, trained_checkpoint_prefi
   pipeline_config = _load_pipeline_config(pipeline_config)
   if not pipeline_config.HasField('model'):
     raise ValueError('pipeline_config has no model section')
+  if pipeline_config.HasField('graph_rewriter'):
+    graph_rewriter_builder.build(pipeline_config.graph_rewriter, is_training=False)
   checkpoint_path = variables_helper.resolve_checkpoint_path(trained_checkpoint_prefix)
   target = _export_target(output_directory, serving_version)
 

@@ -53,10 +53,15 @@ The model_fn per mode:
 `model_main.py` and `model_tpu_main.py` calls port unchanged: its keyword
 overrides (`batch_size=...`) go through
 `config_util.merge_external_params_with_configs`, and `unstack_batch` is here.
+`create_estimator_and_inputs`, `create_train_and_eval_specs` and
+`continuous_eval` also take the 2018 generation's calls (`eval_steps`, one
+`eval_input_fn`): each call is read for its generation
+(trainer/model_lib_2018.py says how).
 
 Differences from the OD API: no TPU (the TPU arguments `use_tpu_estimator`,
 `use_tpu`, `num_shards`, `postprocess_on_cpu`, `export_to_tpu` are logged once
-and change nothing), no graph rewriter, and the export's
+and change nothing), a `graph_rewriter` (quantization) is refused by name
+(builders/graph_rewriter_builder.py), and the export's
 input type is a parameter of `create_predict_input_fn` (default
 `image_tensor`) rather than a serialized tf.Example. The pipeline's
 `deploy_config` (clones per worker) and LINEAR learning-rate scaling mean
@@ -69,13 +74,15 @@ but says so in a warning.
 """
 
 import copy
+import functools
 import time
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
+from core import logs as logging
 
 from builders import deploy_config_builder
+from builders import graph_rewriter_builder
 from builders import input_reader_builder
 from builders import model_builder
 from builders import optimizer_builder
@@ -94,9 +101,10 @@ from core import standard_fields as fields
 from deployment import cluster as cluster_lib
 import estimator as tfe
 from estimator import faults
-from estimator.hparams import HParams
 from trainer import evaluator as od_evaluator
 from trainer import exporter as od_exporter
+from trainer import model_hparams
+from trainer import model_lib_2018
 
 _INPUT = fields.InputDataFields
 _DETECTION = fields.DetectionResultFields
@@ -110,16 +118,8 @@ _PREDICT_OUTPUTS = (_DETECTION.detection_boxes, _DETECTION.detection_scores,
 TOTAL_LOSS = 'Loss/total_loss'
 REGULARIZATION_LOSS = 'Loss/regularization_loss'
 
-def create_hparams(hparams_overrides=None):
-  """Returns the OD API's model hparams (`load_pretrained=True`), overridden.
-
-  Args:
-    hparams_overrides: optional 'name=value,...' string (see HParams.parse).
-  """
-  hparams = HParams(load_pretrained=True)
-  if hparams_overrides:
-    hparams.parse(hparams_overrides)
-  return hparams
+# OD's model_hparams.create_hparams (trainer/model_hparams.py), also under this name.
+create_hparams = model_hparams.create_hparams
 
 
 # OD's model_lib.unstack_batch: padded batch -> per-image lists (core/batch_util.py).
@@ -535,7 +535,7 @@ def apply_deploy_config(run_config, deploy_config):
                             clone_on_cpu=settings.clone_on_cpu)
 
 
-def create_estimator_and_inputs(run_config, hparams=None, pipeline_config_path=None,
+def _estimator_and_inputs(run_config, hparams=None, pipeline_config_path=None,
                                 config_override=None, train_steps=None,
                                 sample_1_of_n_eval_examples=None,
                                 sample_1_of_n_eval_on_train_examples=1,
@@ -546,7 +546,9 @@ def create_estimator_and_inputs(run_config, hparams=None, pipeline_config_path=N
                                 overrides=None, **kwargs):
   """Builds the estimator and its input_fns from a pipeline config.
 
-  The OD API's signature (positions and defaults), plus `overrides`.
+  The OD API's 2019 signature (positions and defaults), plus `overrides`; a
+  call of the 2018 signature (`eval_steps=`, see trainer/model_lib_2018.py)
+  gets the 2018 dict (`eval_input_fn`, `eval_steps`).
 
   Args:
     run_config: a tfe.RunConfig (model_dir, checkpoint cadence, TF_CONFIG).
@@ -576,7 +578,9 @@ def create_estimator_and_inputs(run_config, hparams=None, pipeline_config_path=N
     serving_input_receiver_fn) and `train_steps`.
 
   Raises:
-    ValueError: for a missing or bad config, or an unknown keyword override.
+    ValueError: for a missing or bad config, an unknown keyword override, or a
+      `graph_rewriter` (graph_rewriter_builder).
+    TypeError: for a positional call the 2018 and 2019 signatures read differently.
   """
   for name, value, default in (('use_tpu_estimator', use_tpu_estimator, False),
                                ('use_tpu', use_tpu, False), ('num_shards', num_shards, 1),
@@ -592,6 +596,7 @@ def create_estimator_and_inputs(run_config, hparams=None, pipeline_config_path=N
   train_steps = _merge_run_arguments(configs, train_steps, sample_1_of_n_eval_examples,
                                      sample_1_of_n_eval_on_train_examples,
                                      override_eval_num_epochs)
+  graph_rewriter_builder.check_configs(configs, is_training=True)
   config_util.check_label_maps(configs)
   model_config = configs['model']
   train_config, eval_config = configs['train_config'], configs['eval_config']
@@ -607,7 +612,7 @@ def create_estimator_and_inputs(run_config, hparams=None, pipeline_config_path=N
   if save_final_config and run_config.is_chief:
     config_util.save_pipeline_config(
         config_util.create_pipeline_proto_from_configs(configs), estimator.model_dir)
-  return {
+  return model_lib_2018.LaterGenerationDict({
       'estimator': estimator,
       'train_input_fn': create_train_input_fn(train_config, configs['train_input_config'],
                                               model_config),
@@ -618,13 +623,27 @@ def create_estimator_and_inputs(run_config, hparams=None, pipeline_config_path=N
           eval_config, configs['eval_on_train_input_config'], model_config),
       'predict_input_fn': create_predict_input_fn(model_config),
       'train_steps': train_steps,
-  }
+  }), configs
 
 
-def create_train_and_eval_specs(train_input_fn, eval_input_fns, eval_on_train_input_fn,
-                                predict_input_fn, train_steps, eval_on_train_data=False,
-                                final_exporter_name='Servo', eval_spec_names=None):
+def create_estimator_and_inputs(*args, **kwargs):
+  if model_lib_2018.is_2018_estimator_call(args, kwargs):
+    return model_lib_2018.create_estimator_and_inputs(_estimator_and_inputs, args, kwargs)
+  return _estimator_and_inputs(*args, **kwargs)[0]
+
+
+# Shows (inspect, help) the 2019 signature and docstring.
+functools.update_wrapper(create_estimator_and_inputs, _estimator_and_inputs,
+                         assigned=('__doc__',))
+
+
+def _train_and_eval_specs(train_input_fn, eval_input_fns, eval_on_train_input_fn,
+                          predict_input_fn, train_steps, eval_on_train_data=False,
+                          final_exporter_name='Servo', eval_spec_names=None):
   """Returns (train_spec, [eval_spec, ...]) as the OD API does.
+
+  The 2019 signature; a 2018 call (one `eval_input_fn`, then `eval_steps`)
+  goes to `model_lib_2018.create_train_and_eval_specs`.
 
   One EvalSpec per eval input (named '0', '1', ... unless eval_spec_names),
   each with a FinalExporter ('Servo' for the first, 'Servo_<name>' after)
@@ -632,7 +651,15 @@ def create_train_and_eval_specs(train_input_fn, eval_input_fns, eval_on_train_in
 
   Raises:
     ValueError: if there is no eval input or the names do not match it.
+    TypeError: eval_input_fns is not a list, or an int is passed as eval_on_train_data.
   """
+  if callable(eval_input_fns) or not isinstance(eval_input_fns, (list, tuple)):
+    raise TypeError('create_train_and_eval_specs: eval_input_fns must be a list of input_fns '
+                    '(2019 signature), got %r; the 2018 signature passes one eval_input_fn '
+                    'positionally' % (eval_input_fns,))
+  if not isinstance(eval_on_train_data, bool) and eval_on_train_data is not None:
+    raise TypeError('create_train_and_eval_specs: eval_on_train_data must be a bool, got %r'
+                    % (eval_on_train_data,))
   if not eval_input_fns:
     raise ValueError('create_train_and_eval_specs: no eval input; add an eval_input_reader '
                      'to the pipeline config')
@@ -655,9 +682,23 @@ def create_train_and_eval_specs(train_input_fn, eval_input_fns, eval_on_train_in
   return train_spec, eval_specs
 
 
-def continuous_eval(estimator, model_dir, input_fn, train_steps, name,
-                    min_interval_secs=180, timeout=None):
+def create_train_and_eval_specs(*args, **kwargs):
+  if model_lib_2018.is_2018_specs_call(args, kwargs):
+    return model_lib_2018.create_train_and_eval_specs(*args, **kwargs)
+  return _train_and_eval_specs(*args, **kwargs)
+
+
+functools.update_wrapper(create_train_and_eval_specs, _train_and_eval_specs,
+                         assigned=('__doc__',))
+
+
+def _continuous_eval(estimator, model_dir, input_fn, train_steps, name,
+                     min_interval_secs=180, timeout=None, eval_steps=None):
   """Evaluates each new checkpoint of `model_dir` until step >= train_steps.
+
+  The 2019 signature (plus `eval_steps`); a 2018 call `(estimator, model_dir,
+  input_fn, eval_steps, train_steps, name)` is read as such
+  (trainer/model_lib_2018.py).
 
   A checkpoint deleted before its turn (keep_checkpoint_max) is skipped.
 
@@ -669,6 +710,7 @@ def continuous_eval(estimator, model_dir, input_fn, train_steps, name,
     name: evaluation name (metrics go to estimator.eval_dir(name)).
     min_interval_secs: minimum seconds between checkpoints looked at.
     timeout: give up after this many seconds without a new checkpoint.
+    eval_steps: batches per evaluation; None evaluates the whole eval set.
 
   Returns:
     The last evaluation's metrics dict, or None if nothing was evaluated.
@@ -676,7 +718,8 @@ def continuous_eval(estimator, model_dir, input_fn, train_steps, name,
   def evaluate(ckpt):
     logging.info('Starting evaluation of %s', ckpt)
     start = time.time()
-    metrics = estimator.evaluate(input_fn=input_fn, steps=None, checkpoint_path=ckpt, name=name)
+    metrics = estimator.evaluate(input_fn=input_fn, steps=eval_steps, checkpoint_path=ckpt,
+                                 name=name)
     logging.info('Eval results (%.1f s): %s', time.time() - start, metrics)
     return metrics
 
@@ -690,3 +733,12 @@ def continuous_eval(estimator, model_dir, input_fn, train_steps, name,
   return checkpoints.follow_checkpoints(
       model_dir, evaluate, min_interval_secs=min_interval_secs, timeout=timeout,
       stop_fn=reached_train_steps).result
+
+
+def continuous_eval(*args, **kwargs):
+  if model_lib_2018.is_2018_continuous_eval_call(args, kwargs):
+    return model_lib_2018.continuous_eval(_continuous_eval, args, kwargs)
+  return _continuous_eval(*args, **kwargs)
+
+
+functools.update_wrapper(continuous_eval, _continuous_eval, assigned=('__doc__',))

@@ -18,7 +18,8 @@ Eval-only mode: with `--checkpoint_dir` the checkpoints there are evaluated
 (metrics written under `--model_dir`): the latest once with `--run_once`,
 otherwise each new one until training reaches its last step.
 `--eval_training_data` evaluates on the train input instead (1 of every
-`--sample_1_of_n_eval_on_train_examples`).
+`--sample_1_of_n_eval_on_train_examples`). `--num_eval_steps` (the 2018 flag)
+evaluates that many batches instead of the whole eval set.
 
 Cluster faults (a chief, worker or ps of a cluster with ps tasks): a ps
 killed and restarted makes the training tasks rebuild their session; after
@@ -32,7 +33,7 @@ docs/fault_tolerance.md.
 
 from absl import app
 from absl import flags
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 
 from deployment import fault_tolerance
@@ -47,6 +48,8 @@ _FLAGS = (
     ('string', 'model_dir', None, 'Where checkpoints, event files and exports go.'),
     ('string', 'pipeline_config_path', None, 'Path to a pipeline config file.'),
     ('integer', 'num_train_steps', None, 'Training steps (default: train_config.num_steps).'),
+    ('integer', 'num_eval_steps', None, 'Batches per evaluation (the 2018 model_main flag; '
+     'default: the whole eval set).'),
     ('boolean', 'eval_training_data', False, 'Eval-only mode: evaluate the training data '
      'instead of the eval data.'),
     ('integer', 'sample_1_of_n_eval_examples', 1, 'Evaluate 1 of every n eval examples.'),
@@ -94,9 +97,11 @@ def _evaluate_only(train_and_eval_dict):
     if checkpoint is None:
       raise ValueError('--checkpoint_dir=%s holds no checkpoint to evaluate'
                        % FLAGS.checkpoint_dir)
-    return estimator.evaluate(input_fn, steps=None, checkpoint_path=checkpoint, name=name)
-  return model_lib.continuous_eval(estimator, FLAGS.checkpoint_dir, input_fn,
-                                   train_and_eval_dict['train_steps'], name,
+    return estimator.evaluate(input_fn, steps=FLAGS.num_eval_steps, checkpoint_path=checkpoint,
+                              name=name)
+  return model_lib.continuous_eval(estimator=estimator, model_dir=FLAGS.checkpoint_dir,
+                                   input_fn=input_fn, eval_steps=FLAGS.num_eval_steps,
+                                   train_steps=train_and_eval_dict['train_steps'], name=name,
                                    min_interval_secs=FLAGS.eval_interval_secs,
                                    timeout=FLAGS.eval_timeout)
 
@@ -148,8 +153,11 @@ def main(unused_argv):
       train_and_eval_dict['train_steps'],
       eval_on_train_data=False)
   # Only the first eval spec runs, as in the OD API.
+  eval_spec = eval_specs[0]
+  if FLAGS.num_eval_steps:
+    eval_spec = eval_spec._replace(steps=FLAGS.num_eval_steps)
   try:
-    tfe.train_and_evaluate(train_and_eval_dict['estimator'], train_spec, eval_specs[0])
+    tfe.train_and_evaluate(train_and_eval_dict['estimator'], train_spec, eval_spec)
   except (faults.TrainingPreempted, faults.TaskFailed) as e:
     # 143 / 129; os._exit when a session close was left running in a thread.
     logging.warning('%s', e)

@@ -33,9 +33,10 @@ import functools
 
 from absl import app
 from absl import flags
-from absl import logging
+from core import logs as logging
 
 from builders import deploy_config_builder
+from builders import graph_rewriter_builder
 from builders import input_reader_builder
 from builders import model_builder
 from core import checkpoints
@@ -107,6 +108,7 @@ def run(argv=None):
   configs = config_util.get_configs_from_pipeline_file(
       FLAGS.pipeline_config_path, overrides=overrides,
       required_sections=config_util.TRAIN_SECTIONS)
+  graph_rewriter_builder.check_configs(configs, is_training=True)
   config_util.check_label_maps(configs)
   deploy_config = configs['deploy_config']
   timeouts = deploy_config_builder.cluster_timeouts(deploy_config)
