@@ -17,7 +17,9 @@ Map:
   `model_fn.py` (`ModeKeys`, `EstimatorSpec`), `run_config.py` (`RunConfig`,
   TF_CONFIG), `util.py` (small shared helpers), `eval_summaries.py` (eval
   events), `warm_starting.py` (`WarmStartSettings`), `replicate.py` (several
-  clones per step, `TowerOptimizer`), `inputs.py` (`tfe.inputs`: input_fns over numpy
+  clones per step, `TowerOptimizer`), `distribute.py` (RunConfig's
+  `train_distribute` / `eval_distribute`: OneDevice and Mirrored strategies
+  as placements and clones, the others refused), `inputs.py` (`tfe.inputs`: input_fns over numpy
   arrays and pandas DataFrames).
 * Exporting: `export/` (serving receivers and export outputs, `tfe.export`),
   `saved_model.py` (an Estimator's SavedModel: MetaGraphs and signatures),

@@ -25,6 +25,10 @@ events in `eval/` or `eval_<name>/`, exports in `<base>/<timestamp>/`.
 Several devices in one process: `RunConfig(num_clones=N)` makes `train()`
 call the model_fn once per clone on a slice of the batch; see replicate.py
 for how the model_fn's `optimizer.minimize(...)` becomes one averaged update.
+`RunConfig(train_distribute=MirroredStrategy(devices=[...]))` builds the same
+clones, each reading its own batch; a OneDeviceStrategy places the model on
+its device; evaluate() under `eval_distribute` uses one device
+(distribute.py).
 """
 
 import contextlib
@@ -35,10 +39,11 @@ import time
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
+from core import logs as logging
 
 from core import checkpoints
 from core import paths
+from estimator import distribute
 from estimator import faults
 from estimator import model_fn as model_fn_lib
 from estimator import replicate
@@ -259,14 +264,39 @@ class Estimator(object):
     with tf.compat.v1.device('/cpu:0'):
       return input_fn(**_declared_subset(input_fn, offered))
 
-  def _get_features_and_labels_from_input_fn(self, input_fn, mode):
-    return util.parse_input_fn_result(self._call_input_fn(input_fn, mode))
+  def _get_features_and_labels_from_input_fn(self, input_fn, mode, placement=None,
+                                             num_replicas=1):
+    """(features, labels, hooks) of the input_fn; lists of them for several replicas.
+
+    Args:
+      input_fn: the user's input_fn.
+      mode: a `ModeKeys`.
+      placement: the strategy's `distribute.Placement` (None without one):
+        the input_fn then gets a `tf.distribute.InputContext`.
+      num_replicas: replicas reading the input; above 1, features and labels
+        are lists with one entry per replica (each its own batch of a
+        Dataset, else a slice of the batch).
+    """
+    context = distribute.input_context(placement, num_replicas)
+    # Only a strategy passes the context: an override may take (input_fn, mode) only.
+    result = self._call_input_fn(*((input_fn, mode) if context is None else
+                                   (input_fn, mode, context)))
+    if num_replicas == 1:
+      return util.parse_input_fn_result(result)
+    features, labels, hooks = util.parse_per_replica_input_fn_result(result, num_replicas)
+    if not isinstance(features, list):  # Not a Dataset: the clones share its batch.
+      with tf.compat.v1.device(self._config.deployment_config.inputs_device()):
+        features = replicate.split_batch(features, num_replicas)
+        labels = replicate.split_batch(labels, num_replicas)
+    return features, labels, hooks
 
   @contextlib.contextmanager
-  def _mode_graph(self, input_fn, mode, device_fn=None):
+  def _mode_graph(self, input_fn, mode, device_fn=None, placement=None, num_replicas=1):
     """A fresh default graph holding the seed, the global step and the input.
 
     Every mode starts the same way; the body adds the model_fn's part.
+    `placement` and `num_replicas` are those of
+    `_get_features_and_labels_from_input_fn`.
 
     Yields:
       (global step, features, labels, hooks the input needs).
@@ -275,7 +305,7 @@ class Estimator(object):
       tf.compat.v1.set_random_seed(self._config.tf_random_seed)
       global_step = self._create_and_assert_global_step(graph)
       features, labels, input_hooks = self._get_features_and_labels_from_input_fn(
-          input_fn, mode)
+          input_fn, mode, placement, num_replicas)
       yield global_step, features, labels, input_hooks
 
   def _checkpoint_to_use(self, checkpoint_path, purpose):
@@ -344,12 +374,22 @@ class Estimator(object):
     return self
 
   def _train_model(self, input_fn, hooks, saving_listeners):
-    with self._mode_graph(input_fn, ModeKeys.TRAIN, self._device_fn) as (
-        global_step, features, labels, input_hooks):
-      if self._config.num_clones > 1 or self._config._deployment_config is not None:
+    # A MirroredStrategy over N devices: N clones, each reading its own batch.
+    placement = distribute.placement(self._config.train_distribute, 'train_distribute')
+    mirrored = placement is not None and placement.num_replicas > 1
+    if mirrored:
+      distribute.check_devices(placement)
+    with self._mode_graph(input_fn, ModeKeys.TRAIN, self._device_fn, placement,
+                          placement.num_replicas if mirrored else 1) as (
+                              global_step, features, labels, input_hooks):
+      if mirrored:
+        spec = replicate.build_clones(self, features, labels, self._config.deployment_config,
+                                      split=False, setting=placement.describe())
+      elif self._config.num_clones > 1 or self._config._deployment_config is not None:
         spec = replicate.build_clones(self, features, labels, self._config.deployment_config)
       else:
-        spec = self._call_model_fn(features, labels, ModeKeys.TRAIN, self.config)
+        with distribute.device_scope(placement):
+          spec = self._call_model_fn(features, labels, ModeKeys.TRAIN, self.config)
       return self._train_with_estimator_spec(spec, global_step, input_hooks + hooks,
                                              saving_listeners)
 
@@ -399,9 +439,12 @@ class Estimator(object):
     _check_step_counts(steps, None)
     hooks.append(util.StopAfterNEvalsHook(steps, log_progress=True))
     checkpoint_path = self._checkpoint_to_use(checkpoint_path, 'evaluate')
-    with self._mode_graph(input_fn, ModeKeys.EVAL) as (
+    # Under eval_distribute the model is evaluated on the strategy's first device.
+    placement = distribute.placement(self._config.eval_distribute, 'eval_distribute')
+    with self._mode_graph(input_fn, ModeKeys.EVAL, placement=placement) as (
         global_step, features, labels, input_hooks):
-      spec = self._call_model_fn(features, labels, ModeKeys.EVAL, self.config)
+      with distribute.device_scope(placement):
+        spec = self._call_model_fn(features, labels, ModeKeys.EVAL, self.config)
       self._maybe_warm_start(checkpoint_path)
       update_op, eval_dict = self._metric_ops(spec)
       eval_dict[GLOBAL_STEP_KEY] = global_step

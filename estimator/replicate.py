@@ -202,14 +202,19 @@ def _average_gradients(per_clone_grads, num_clones):
   return averaged
 
 
-def build_clones(estimator, features, labels, deploy_config):
+def build_clones(estimator, features, labels, deploy_config, split=True, setting=None):
   """Builds the multi-clone TRAIN graph; returns the EstimatorSpec to train with.
 
   Args:
     estimator: the `Estimator` (its model_fn is called once per clone).
-    features: the global batch's features.
-    labels: the global batch's labels (or None).
+    features: the global batch's features; with `split=False`, a list of
+      each clone's features.
+    labels: the global batch's labels (or None); with `split=False`, a list
+      of each clone's labels.
     deploy_config: a `model_deploy.DeploymentConfig`.
+    split: whether to split the global batch into the clones' slices.
+    setting: the RunConfig setting that asked for the clones, for errors
+      (default 'num_clones=N'; e.g. 'train_distribute=MirroredStrategy').
 
   Returns:
     An `EstimatorSpec` (TRAIN) whose train_op applies the averaged update.
@@ -224,9 +229,13 @@ def build_clones(estimator, features, labels, deploy_config):
                      'only, got %r' % deploy_config.variable_update)
   model_deploy.check_clone_devices(deploy_config)
   num_clones = deploy_config.num_clones
-  with tf.compat.v1.device(deploy_config.inputs_device()):
-    feature_parts = split_batch(features, num_clones)
-    label_parts = split_batch(labels, num_clones)
+  setting = setting or 'num_clones=%d' % num_clones
+  if split:
+    with tf.compat.v1.device(deploy_config.inputs_device()):
+      feature_parts = split_batch(features, num_clones)
+      label_parts = split_batch(labels, num_clones)
+  else:
+    feature_parts, label_parts = list(features), list(labels)
   specs, records = [], []
 
   def clone_fn():
@@ -238,15 +247,15 @@ def build_clones(estimator, features, labels, deploy_config):
           estimator.config)
     if not record:
       raise ValueError(
-          'Estimator with num_clones=%d: the model_fn built its train_op without '
+          'Estimator with %s: the model_fn built its train_op without '
           'TowerOptimizer.apply_gradients/minimize in clone %d, so the clones\' gradients '
           'cannot be combined. Wrap the model_fn\'s optimizer: '
-          'tfe.TowerOptimizer(optimizer).minimize(loss, global_step).' % (num_clones, index))
+          'tfe.TowerOptimizer(optimizer).minimize(loss, global_step).' % (setting, index))
     if records and len(record) != len(records[0]):
       raise ValueError(
-          'Estimator with num_clones=%d: clone %d applied gradients %d times but clone 0 '
+          'Estimator with %s: clone %d applied gradients %d times but clone 0 '
           '%d times; every clone must call its optimizers the same way.' % (
-              num_clones, index, len(record), len(records[0])))
+              setting, index, len(record), len(records[0])))
     specs.append(spec)
     records.append(list(record))
     return spec

@@ -28,6 +28,11 @@ Differs on purpose from tf.estimator 2.15 (additions only; every name and
 default of tf.estimator's RunConfig is kept):
 
 * `num_clones`, `clone_on_cpu`, `deployment_config` (above);
+* `train_distribute` / `eval_distribute` take a OneDeviceStrategy (the model
+  on its device) or a MirroredStrategy (training: one clone per device, as
+  `num_clones`; evaluation: its first device) and refuse every other
+  strategy, naming what to use instead (estimator/distribute.py). The
+  properties return the strategies given;
 * `recovery_timeout_secs` (default 300): a chief or worker of a cluster with
   ps tasks that lost a ps rebuilds its session; past this many seconds
   without a new session it exits 129 (retryable) naming the lost ps.
@@ -59,6 +64,7 @@ import tensorflow as tf
 
 from deployment import cluster as cluster_lib
 from deployment import fault_runtime
+from estimator import distribute
 
 __all__ = ['RunConfig', 'TaskType']
 
@@ -145,10 +151,17 @@ def _validate_properties(config):
   fault_runtime.check_interval('RunConfig', 'snapshot_interval_secs',
                                config._snapshot_interval_secs)
   _validate_device_fn(config._device_fn)
-  if config._train_distribute is not None or config._eval_distribute is not None:
-    raise ValueError('train_distribute/eval_distribute (tf.distribute strategies) are not '
-                     'supported by slimtrain\'s Estimator; use RunConfig(num_clones=N) or '
-                     'deployment_config=DeploymentConfig(...) for several devices.')
+  distribute.placement(config._eval_distribute, 'eval_distribute')
+  train = distribute.placement(config._train_distribute, 'train_distribute')
+  # A strategy chooses the training devices; clone settings would choose them again.
+  clash = [name for name, given in [
+      ('num_clones=%s' % config._num_clones, config._num_clones != 1),
+      ('clone_on_cpu=True', config._clone_on_cpu),
+      ('deployment_config', config._deployment_config is not None)] if given]
+  if train is not None and clash:
+    raise ValueError('%s and %s both choose the training devices; give one of them (a '
+                     'MirroredStrategy over N devices trains N clones).' % (
+                         train.describe(), ', '.join(clash)))
 
 
 def _read_tf_config():
@@ -245,10 +258,13 @@ class RunConfig(object):
       keep_checkpoint_max: checkpoints kept (0 or None: all).
       keep_checkpoint_every_n_hours: additionally keep one per this many hours.
       log_step_count_steps: log loss and steps/sec every this many steps.
-      train_distribute: unsupported (must be None).
+      train_distribute: None, or a `tf.distribute.OneDeviceStrategy` (train on
+        its device) or `MirroredStrategy` (one clone per device, as
+        num_clones); other strategies raise ValueError (estimator/distribute.py).
       device_fn: `fn(op) -> device` for the whole graph.
       protocol: None, 'grpc' or 'grpc+verbs'.
-      eval_distribute: unsupported (must be None).
+      eval_distribute: None, or a OneDeviceStrategy or MirroredStrategy:
+        evaluate() runs on the strategy's first device.
       experimental_distribute: ignored (kept for signature compatibility).
       experimental_max_worker_delay_secs: max start delay of non-chief workers.
       session_creation_timeout_secs: wait for the chief this long.
@@ -426,15 +442,24 @@ class RunConfig(object):
   def checkpoint_save_graph_def(self):
     return self._checkpoint_save_graph_def
 
+  def _train_placement(self):
+    """The train_distribute strategy's `distribute.Placement` (None without one)."""
+    return distribute.placement(self._train_distribute, 'train_distribute')
+
   @property
   def num_clones(self):
-    """Clones per training step (slimtrain; deployment_config's when given)."""
+    """Clones per training step (slimtrain; deployment_config's or train_distribute's)."""
     if self._deployment_config is not None:
       return self._deployment_config.num_clones
-    return self._num_clones
+    placement = self._train_placement()
+    return placement.num_replicas if placement else self._num_clones
 
   @property
   def clone_on_cpu(self):
+    """Whether the clones run on CPU (slimtrain; a MirroredStrategy over CPUs: True)."""
+    placement = self._train_placement()
+    if placement is not None and placement.num_replicas > 1:
+      return placement.on_cpu
     return self._clone_on_cpu
 
   @property
@@ -462,15 +487,20 @@ class RunConfig(object):
     """The `DeploymentConfig` for train(): the one given, or one from num_clones.
 
     The built one places variables like the rest of the Estimator graph: with
-    ps tasks in TF_CONFIG they go round-robin to the ps job.
+    ps tasks in TF_CONFIG they go round-robin to the ps job. A MirroredStrategy
+    as train_distribute gives one clone on each of its devices.
     """
     if self._deployment_config is not None:
       return self._deployment_config
     from deployment import model_deploy  # Imported late: tf_slim is heavy.
     num_ps = self.num_ps_replicas if self.task_type != TaskType.EVALUATOR else 0
+    placement = self._train_placement()
+    clone_devices = None
+    if placement is not None and placement.num_replicas > 1:
+      clone_devices = list(placement.devices)
     return model_deploy.DeploymentConfig(
-        num_clones=self._num_clones, clone_on_cpu=self._clone_on_cpu,
-        num_ps_tasks=num_ps,
+        num_clones=self.num_clones, clone_on_cpu=self.clone_on_cpu,
+        num_ps_tasks=num_ps, clone_devices=clone_devices,
         worker_job_name='%s/task:%d' % (self.task_type, self.task_id) if num_ps else 'worker')
 
   def __deepcopy__(self, memo):

@@ -72,17 +72,56 @@ def parse_input_fn_result(result):
   """
   hooks = []
   if isinstance(result, _DATASET_TYPES):
-    # A Dataset is read through an iterator that each new session rewinds.
-    iterator = tf.compat.v1.data.make_initializable_iterator(
-        dataset_teardown.prompt_teardown(result))
-    hooks = [DatasetInitializerHook(iterator)]
+    iterator, hooks = _dataset_iterator(result)
     result = iterator.get_next()
+  return _split_features_and_labels(result) + (hooks,)
+
+
+def parse_per_replica_input_fn_result(result, num_replicas):
+  """Like `parse_input_fn_result`, one batch per replica of a Dataset.
+
+  Each replica gets the next batch of the Dataset (the Dataset's batch is a
+  replica's, as under tf.estimator's MirroredStrategy): replica i reads the
+  i-th of `num_replicas` consecutive batches of a step, in that order.
+
+  Args:
+    result: what the input_fn returned.
+    num_replicas: batches read per step.
+
+  Returns:
+    (list of features, list of labels, hooks), one entry per replica, for a
+    Dataset; for any other result, `parse_input_fn_result(result)` (its
+    batch is split later).
+  """
+  if not isinstance(result, _DATASET_TYPES):
+    return parse_input_fn_result(result)
+  iterator, hooks = _dataset_iterator(result)
+  features, labels, previous = [], [], []
+  for _ in range(num_replicas):
+    with tf.control_dependencies(previous):  # Keeps batch i on replica i.
+      batch = iterator.get_next()
+    previous = tf.nest.flatten(batch, expand_composites=True)
+    replica_features, replica_labels = _split_features_and_labels(batch)
+    features.append(replica_features)
+    labels.append(replica_labels)
+  return features, labels, hooks
+
+
+def _dataset_iterator(dataset):
+  """(iterator, [hook]): a Dataset read through an iterator each new session rewinds."""
+  iterator = tf.compat.v1.data.make_initializable_iterator(
+      dataset_teardown.prompt_teardown(dataset))
+  return iterator, [DatasetInitializerHook(iterator)]
+
+
+def _split_features_and_labels(result):
+  """(features, labels) of an input_fn's (or a Dataset's) element."""
   if not isinstance(result, (list, tuple)):
-    return result, None, hooks  # features alone (predict, or labels inside)
+    return result, None  # features alone (predict, or labels inside)
   if len(result) != 2:
     raise ValueError('input_fn should return (features, labels) as a len 2 tuple.')
   features, labels = result
-  return features, labels, hooks
+  return features, labels
 
 
 def check_each_is(values, expected_type, message, container=list):

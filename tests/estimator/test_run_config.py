@@ -75,7 +75,7 @@ def test_checkpoint_cadence():
     ({'device_fn': lambda x: ''}, 'device_fn must be callable with exactly one argument "op".'),
     ({'device_fn': 'cpu'}, 'device_fn must be callable with exactly one argument "op".'),
     ({'num_clones': 0}, 'num_clones must be an integer >= 1, got 0'),
-    ({'train_distribute': object()}, 'train_distribute/eval_distribute'),
+    ({'train_distribute': object()}, 'train_distribute must be a tf.distribute strategy'),
 ])
 def test_validation_errors(kwargs, message):
   with pytest.raises(ValueError, match='^' + re.escape(message)):
