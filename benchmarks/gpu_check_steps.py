@@ -129,20 +129,20 @@ def shapes_configs(work_dir, num_images, num_steps, batch_size):
 
 @contextlib.contextmanager
 def captured_progress():
-  """Collects the trainer's progress lines (absl INFO) while the block runs."""
-  from absl import logging as absl_logging  # noqa: PLC0415
+  """Collects the trainer's progress lines (INFO on slimtrain's logger) while the block runs."""
+  from core import logs  # noqa: PLC0415
   lines = []
 
   class Collect(logging.Handler):
     def emit(self, record):
       lines.append(record.getMessage())
   handler = Collect()
-  absl_logging.set_verbosity(absl_logging.INFO)
-  absl_logging.get_absl_logger().addHandler(handler)
+  logs.logger().setLevel(logging.INFO)
+  logs.logger().addHandler(handler)
   try:
     yield lines
   finally:
-    absl_logging.get_absl_logger().removeHandler(handler)
+    logs.logger().removeHandler(handler)
 
 
 def parse_progress(lines):

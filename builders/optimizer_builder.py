@@ -57,7 +57,7 @@ With `use_moving_average: true` the returned optimizer is a
 that module explains how evaluation and export read the averages.
 """
 
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 
 from core import moving_averages

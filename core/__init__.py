@@ -7,6 +7,8 @@ Map:
 
 * TensorFlow/tf-slim adaptation: `compat.py` (the only module that patches
   either; imported first by every package), `COMPAT.md` (why each fix exists).
+* Logging: `logs.py` (every slimtrain module logs through it, on TensorFlow's
+  'tensorflow' logger; no handler is ever added or removed).
 * Models' contract: `model.py` (`DetectionModel`, `ClassificationModel`),
   `standard_fields.py` (field names, `LABEL_ID_OFFSET`), `model_generations.py`
   (driving a 2017 DetectionModel, without `true_image_shapes`, with the same calls).

@@ -29,7 +29,7 @@ evaluator waits for) from a path that is plainly wrong (which fails at once).
 import collections
 import re
 
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 
 from core import paths

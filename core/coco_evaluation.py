@@ -33,7 +33,7 @@ class scores against labels (`Accuracy/top_1`, `Accuracy/top_5`).
 import contextlib
 import io
 
-from absl import logging
+from core import logs as logging
 import numpy as np
 from pycocotools import coco
 from pycocotools import cocoeval

@@ -42,7 +42,7 @@ The checkpoint may be a prefix (`model.ckpt-1000`), a training directory
 see `core.variables_helper.resolve_checkpoint_path`.
 """
 
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 
 from core import model_generations

@@ -31,7 +31,7 @@ groundtruth arguments its `provide_groundtruth` does not take are left out.
 
 import inspect
 
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 
 _LOGGED = set()

@@ -24,7 +24,7 @@ no averages at all (a fresh eval graph) restores them with
     saver.restore(sess, checkpoint)
 """
 
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 
 from core import variables_helper

@@ -31,7 +31,7 @@ version directory still filling up. If the copy fails, the partial target is
 removed.
 """
 
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 
 from core import paths

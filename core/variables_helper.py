@@ -33,7 +33,7 @@ a SavedModel directory or its `variables/variables` prefix; see
 
 import re
 
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 from tensorflow.python.framework import indexed_slices
 from tensorflow.python.ops import variables as tf_variables

@@ -54,7 +54,7 @@ import json
 import os
 import re
 
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 
 JOBS = ('chief', 'master', 'worker', 'ps', 'evaluator')

@@ -33,7 +33,7 @@ and have no notion of a worker list that changes while the job runs.
 import json
 import time
 
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 
 from deployment import cluster_runtime

@@ -48,7 +48,7 @@ import socket
 import threading
 import time
 
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 
 from deployment import exit_codes

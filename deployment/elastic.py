@@ -54,7 +54,7 @@ shrink, asynchronous or sync replicas (the Estimator path's stays fixed).
 import json
 import threading
 
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 
 from deployment import cluster_check

@@ -54,7 +54,7 @@ import contextlib
 import math
 import threading
 
-from absl import logging
+from core import logs as logging
 from tensorflow.python.client import session as tf_session_lib
 
 from deployment import cluster as cluster_lib

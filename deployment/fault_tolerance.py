@@ -54,7 +54,7 @@ import sys
 import threading
 import time
 
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 
 from deployment import cluster_runtime

@@ -48,7 +48,7 @@ import collections
 import json
 import re
 
-from absl import logging
+from core import logs as logging
 
 from deployment import k8s_pods
 from deployment import replicas as replicas_lib

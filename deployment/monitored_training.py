@@ -41,7 +41,7 @@ the task mid-step.
 
 import threading
 
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 
 from core import paths

@@ -62,7 +62,7 @@ import subprocess
 import sys
 import time
 
-from absl import logging
+from core import logs as logging
 
 _PREFIX = 'slimtrain-'
 _SUBNET_BASE = ipaddress.ip_network('10.213.0.0/16')

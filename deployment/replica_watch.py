@@ -27,7 +27,7 @@ import re
 import threading
 import time
 
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 
 from deployment import exit_codes

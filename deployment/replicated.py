@@ -51,7 +51,7 @@ This module holds the machinery; users go through `model_deploy`:
 import collections
 import re
 
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 
 ALL_REDUCE_ALGORITHMS = ('auto', 'nccl', 'add_n')

@@ -47,7 +47,7 @@ variables alone instead of rolling them back to the checkpoint.
 import collections
 import re
 
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 
 from deployment import shard_snapshots

@@ -47,7 +47,7 @@ import collections
 import threading
 import time
 
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 
 # How long one copy may take before its round gives up (a ps cut off hangs).

@@ -44,7 +44,7 @@ variables.
 import threading
 import time
 
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 
 _POLL_SECS = 0.005

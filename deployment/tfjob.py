@@ -41,7 +41,7 @@ import sys
 
 from absl import app
 from absl import flags
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 import yaml
 

@@ -34,7 +34,7 @@ import collections
 import contextlib
 import operator
 
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 
 from core import paths

@@ -15,7 +15,7 @@ stopping hooks can read them back:
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
+from core import logs as logging
 
 CHECKPOINT_PATH_TAG = 'checkpoint_path'
 
@@ -26,9 +26,30 @@ def _writer(output_dir):
     return tf.compat.v1.summary.FileWriterCache.get(output_dir)
 
 
+def results_text(dictionary):
+  """One line for the eval results: `name = value` pairs sorted by name (bytes left out).
+
+  This is tf.estimator's layout of the line "Saving dict for global step N:
+  ...", which users grep logs for.
+
+  Args:
+    dictionary: {metric name: value}.
+
+  Returns:
+    e.g. 'accuracy = 0.75, global_step = 200, loss = 0.31'.
+  """
+  return ', '.join('%s = %s' % (key, dictionary[key]) for key in sorted(dictionary)
+                   if not isinstance(dictionary[key], bytes))
+
+
 def write_dict_to_summary(output_dir, dictionary, current_global_step):
-  """Writes `dictionary` {metric: value} as one event at `current_global_step`."""
-  logging.info('Saving dict for global step %d: %s', current_global_step, dictionary)
+  """Writes `dictionary` {metric: value} as one event at `current_global_step`.
+
+  Also logs the results, once per evaluation, as the INFO line "Saving dict
+  for global step N: name = value, ...".
+  """
+  logging.info('Saving dict for global step %d: %s', current_global_step,
+               results_text(dictionary))
   summary = tf.compat.v1.Summary()
   for key in sorted(dictionary):
     value = dictionary[key]

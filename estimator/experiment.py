@@ -43,7 +43,7 @@ import inspect
 import math
 import time
 
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 
 from core import checkpoints

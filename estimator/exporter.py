@@ -30,7 +30,7 @@ import abc
 import functools
 import inspect
 
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 
 from core import paths

@@ -13,7 +13,7 @@ call the runtime with them.
     # faults.TaskFailed (129) for a peer lost after the last step
 """
 
-from absl import logging
+from core import logs as logging
 
 from builders import deploy_config_builder
 from deployment import fault_runtime

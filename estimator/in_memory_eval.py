@@ -28,7 +28,7 @@ ValueError naming it (instead of a failed restore later).
 import time
 
 import tensorflow as tf
-from absl import logging
+from core import logs as logging
 
 from estimator import estimator as estimator_lib
 from estimator import model_fn as model_fn_lib

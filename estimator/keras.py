@@ -70,7 +70,7 @@ import os
 import re
 import warnings
 
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 import tf_keras
 

@@ -27,7 +27,7 @@ called by `predict()` or an export, and `learn.ModeKeys.INFER ==
 tfe.ModeKeys.PREDICT`.
 """
 
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 
 from estimator import learn_runner  # noqa: F401

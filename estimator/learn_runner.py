@@ -25,7 +25,7 @@ and is still accepted.
 
 import inspect
 
-from absl import logging
+from core import logs as logging
 
 from estimator import experiment as experiment_lib
 from estimator import run_config as run_config_lib

@@ -27,7 +27,7 @@ and logged; 'Export includes no default signature!' is logged when
 import os
 
 import tensorflow as tf
-from absl import logging
+from core import logs as logging
 
 from core import saved_model_writer
 from estimator import model_fn as model_fn_lib

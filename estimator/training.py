@@ -51,7 +51,7 @@ import collections
 import contextlib
 import time
 
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 
 from core import checkpoints
@@ -286,7 +286,8 @@ class _Evaluator(object):
     result = _EvalResult(_EVALUATED, metrics, checkpoint_path)
     if is_the_final_export is None:
       is_the_final_export = self.is_final(result)
-    logging.info('Evaluated %s: %s', checkpoint_path, _format_metrics(metrics))
+    # Estimator.evaluate has logged the results ("Saving dict for global step
+    # N: ..."); one line per evaluation, as tf.estimator printed.
     self.last_result = result
     self.last_export_results = self.export(result, is_the_final_export)
     return result
@@ -303,10 +304,6 @@ class _Evaluator(object):
     if is_the_final_export:
       self.final_export_done = True
     return export_results
-
-
-def _format_metrics(metrics):
-  return ', '.join('%s = %s' % (k, metrics[k]) for k in sorted(metrics))
 
 
 class _EvaluateOnSaveListener(tf.compat.v1.train.CheckpointSaverListener):

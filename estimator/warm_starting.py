@@ -28,7 +28,7 @@ import collections
 import os
 import re
 
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 
 from core import checkpoints

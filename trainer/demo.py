@@ -33,7 +33,7 @@ import time
 
 from absl import app
 from absl import flags
-from absl import logging
+from core import logs as logging
 import numpy as np
 import tensorflow as tf
 

@@ -53,7 +53,7 @@ or a missing name inside an existing training directory
 
 import collections
 
-from absl import logging
+from core import logs as logging
 import numpy as np
 import tensorflow as tf
 

@@ -20,7 +20,7 @@ import sys
 
 from absl import app
 from absl import flags
-from absl import logging
+from core import logs as logging
 from google.protobuf import text_format
 
 from core import config_util

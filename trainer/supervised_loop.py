@@ -40,7 +40,7 @@ Op names (`init_ops/...`), log messages and the retry on `AbortedError`
 follow `learning.train`.
 """
 
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 
 

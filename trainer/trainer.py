@@ -58,7 +58,7 @@ import collections
 import contextlib
 import functools
 
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 import tf_slim as slim
 

@@ -41,7 +41,7 @@ Usage (trainer.trainer.run_training does this):
 import threading
 import time
 
-from absl import logging
+from core import logs as logging
 import tensorflow as tf
 
 from deployment import exit_codes

@@ -95,7 +95,7 @@ class ClassificationRestoreMapTest(tf.test.TestCase):
           os.path.dirname(self._checkpoint))
       with self.session() as sess:
         sess.run(tf.compat.v1.global_variables_initializer())
-        with self.assertLogs(logger='absl', level='INFO') as logs:
+        with self.assertLogs(logger='tensorflow', level='INFO') as logs:
           init_fn(sess)
         self.assertAllClose(sess.run(variables['conv_w']),
                             np.ones([3, 3, 3, 8]))

@@ -77,10 +77,10 @@ SEEDS = SeedPipe(sys.argv[1]) if __name__ == '__main__' else None
 import json  # noqa: E402
 import logging as std_logging  # noqa: E402
 
-from absl import logging  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from builders import deploy_config_builder  # noqa: E402
+from core import logs  # noqa: E402
 from deployment import cluster as cluster_lib  # noqa: E402
 from deployment import cluster_runtime  # noqa: E402
 from deployment import elastic  # noqa: E402
@@ -129,7 +129,7 @@ def _bounded_case(name, target, step):
   faults = _faults()
   handler = _RandomSeedsOnRefusal() if name.startswith('retried') else None
   if handler:
-    logging.get_absl_logger().addHandler(handler)
+    logs.logger().addHandler(handler)
   session = fault_runtime.BoundedSession(tf.compat.v1.Session(target), faults)
   result = {'case': name}
   try:
@@ -141,7 +141,7 @@ def _bounded_case(name, target, step):
     result['error'] = type(e).__name__
   finally:
     if handler:
-      logging.get_absl_logger().removeHandler(handler)
+      logs.logger().removeHandler(handler)
   result['duplicate_requests'] = session.duplicate_requests
   result['recovering'] = bool(faults.recovery and faults.recovery.recovering)
   session.close()

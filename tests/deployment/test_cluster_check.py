@@ -9,9 +9,9 @@ import sys
 import threading
 import time
 
-from absl import logging
 import pytest
 
+from core import logs
 from deployment import cluster as cluster_lib
 from deployment import cluster_check
 from deployment import cluster_runtime
@@ -107,7 +107,7 @@ def test_a_chief_that_answers_a_poll_late_is_asked_again(monkeypatch, caplog):
     read = {}
     reader = threading.Thread(target=lambda: read.update(cluster=(
         cluster_check.read_chiefs_cluster(_config(cluster, 'ps'), 60))), daemon=True)
-    with caplog.at_level(std_logging.INFO, logger='absl'):
+    with caplog.at_level(std_logging.INFO, logger='tensorflow'):
       reader.start()
       time.sleep(2.0)  # The reader's session is up and polling an unpublished chief.
       os.kill(process.pid, signal.SIGSTOP)  # Its polls now go unanswered for 3 s.
@@ -137,7 +137,7 @@ def test_no_differences_for_equal_clusters():
   assert cluster_check.describe_differences(cluster, json.loads(json.dumps(cluster))) == []
 
 
-class _Records(logging.logging.Handler):
+class _Records(std_logging.Handler):
 
   def __init__(self):
     super().__init__()
@@ -150,7 +150,7 @@ class _Records(logging.logging.Handler):
 @pytest.fixture
 def warnings_logged():
   handler = _Records()
-  logger = logging.get_absl_logger()
+  logger = logs.logger()
   logger.addHandler(handler)
   yield handler.messages
   logger.removeHandler(handler)

@@ -179,9 +179,8 @@ def test_sigterm_grace_outside_the_main_thread_changes_nothing():
 # A gRPC session with a step still running (a py_func sleeping), closed with a bound.
 _SLOW_CLOSE_PROGRAM = textwrap.dedent('''
     import threading, time, tensorflow as tf
-    from absl import logging
     from deployment import fault_tolerance
-    logging.set_verbosity(logging.INFO)
+    tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)
     tf.compat.v1.disable_eager_execution()
     server = tf.distribute.Server.create_local_server()
     def sleep():

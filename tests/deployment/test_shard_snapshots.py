@@ -141,8 +141,8 @@ def test_the_copy_a_lost_holder_held_is_the_first_of_the_next_rounds(checkpoint,
     _, saver, sess, _ = _start_and_snapshot(2)
     snapshots = saver.snapshots
     assert snapshots.copy_order() == ['/job:ps/task:0', '/job:ps/task:1']
-    # On absl's logger itself: another test of this process may have left it at WARNING.
-    with sess, caplog.at_level(logging.INFO, logger='absl'):
+    # On slimtrain's logger itself: another test of this process may have left it at WARNING.
+    with sess, caplog.at_level(logging.INFO, logger='tensorflow'):
       _lose(sess, 0)
       saver.restore(sess, checkpoint)
       assert snapshots.copy_order() == ['/job:ps/task:1', '/job:ps/task:0']

@@ -16,7 +16,6 @@ import json
 import os
 import sys
 
-from absl import logging
 import tensorflow as tf
 
 from tests.estimator import canned_testlib as lib
@@ -45,7 +44,7 @@ def main(argv):
   parser.add_argument('--model_dir', required=True)
   parser.add_argument('--max_steps', type=int, default=400)
   args = parser.parse_args(argv)
-  logging.set_verbosity(logging.INFO)
+  tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)
 
   config = tfe.RunConfig(tf_random_seed=1, save_summary_steps=1000, log_step_count_steps=100,
                          experimental_max_worker_delay_secs=1)

@@ -11,7 +11,6 @@ import argparse
 import json
 import sys
 
-from absl import logging
 import numpy as np
 import tensorflow as tf
 
@@ -53,7 +52,7 @@ def main(argv):
   parser.add_argument('--model_dir', required=True)
   parser.add_argument('--train_steps', type=int, default=60)
   args = parser.parse_args(argv)
-  logging.set_verbosity(logging.INFO)
+  tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)
   counter = _CountSteps()
 
   def experiment_fn(run_config, params):

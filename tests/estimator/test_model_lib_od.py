@@ -10,9 +10,9 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from absl import logging as absl_logging
 
 from core import config_util
+from core import logs
 from tests.estimator import model_lib_testlib
 from tools import create_shapes_tf_record
 from trainer import estimator as tfe
@@ -67,7 +67,7 @@ def test_model_tpu_main_call_trains_here_with_its_overrides(config_path, tmp_pat
   config = tfe.RunConfig(model_dir=str(tmp_path / 'model'))
   records = _Records()
   model_lib._TPU_ARGUMENTS_LOGGED.clear()  # pylint: disable=protected-access
-  absl_logging.get_absl_logger().addHandler(records)
+  logs.logger().addHandler(records)
   try:
     for _ in range(2):  # the TPU arguments are logged once, not per call
       train_and_eval_dict = model_lib.create_estimator_and_inputs(
@@ -82,7 +82,7 @@ def test_model_tpu_main_call_trains_here_with_its_overrides(config_path, tmp_pat
           save_final_config=True,
           **kwargs)
   finally:
-    absl_logging.get_absl_logger().removeHandler(records)
+    logs.logger().removeHandler(records)
   estimator = train_and_eval_dict['estimator']
   train_input_fn = train_and_eval_dict['train_input_fn']
   assert isinstance(estimator, tfe.Estimator)

@@ -163,7 +163,7 @@ def test_throttle_skips_are_logged_and_final_checkpoint_evaluated(tmp_path, capl
   model_dir = str(tmp_path / 'model')
   estimator = _estimator(model_dir, save_checkpoints_steps=5)
   final = tfe.FinalExporter('final', _serving_input_receiver_fn)
-  with caplog.at_level(logging.INFO, logger='absl'):
+  with caplog.at_level(logging.INFO, logger='tensorflow'):
     metrics, export_results = tfe.train_and_evaluate(
         estimator, tfe.TrainSpec(_train_input_fn, max_steps=17),
         tfe.EvalSpec(_eval_input_fn, steps=1, exporters=final, throttle_secs=600))

@@ -9,10 +9,10 @@
 import contextlib
 import logging
 
-from absl import logging as absl_logging
 import tensorflow as tf
 import tf_slim as slim
 
+from core import logs
 from core import model as model_lib
 from core import standard_fields as fields
 from google.protobuf import text_format
@@ -121,18 +121,19 @@ def read(checkpoint_dir, name):
 
 @contextlib.contextmanager
 def capture_progress():
-  """Collects the messages absl logs while the block runs."""
+  """Collects the messages slimtrain logs (INFO and up) while the block runs."""
   lines = []
 
   class Collect(logging.Handler):
     def emit(self, record):
       lines.append(record.getMessage())
   handler = Collect()
-  verbosity = absl_logging.get_verbosity()
-  absl_logging.set_verbosity(absl_logging.INFO)
-  absl_logging.get_absl_logger().addHandler(handler)
+  logger = logs.logger()
+  level = logger.level
+  logger.setLevel(logging.INFO)
+  logger.addHandler(handler)
   try:
     yield lines
   finally:
-    absl_logging.get_absl_logger().removeHandler(handler)
-    absl_logging.set_verbosity(verbosity)
+    logger.removeHandler(handler)
+    logger.setLevel(level)
