@@ -16,19 +16,10 @@ runs. `python -m trainer.model_main` is the command line over it.
     tfe.train_and_evaluate(d['estimator'], train_spec, eval_specs[0])
     # -> /tmp/model/model.ckpt-200, /tmp/model/eval_0/, /tmp/model/export/Servo/<ts>/
 
-What flows between the pieces (as in the OD API):
-
-    input_fn -> features {image: preprocessed float [B, h, w, 3], true_image_shape [B, 3],
-                          original_image_spatial_shape [B, 2], key [B]}
-                labels   {groundtruth_boxes [B, max_boxes, 4],
-                          groundtruth_classes one-hot [B, max_boxes, num_classes],
-                          groundtruth_weights [B, max_boxes], num_groundtruth_boxes [B]}
-
-Augmentation (train_config.data_augmentation_options) and the model's own
-`preprocess` run per example inside the tf.data pipeline, so the model_fn
-only predicts. The serving input_fn takes a uint8 `image_tensor` batch (or
-encoded images / tf.Examples) under the receiver key `inputs`, like
-`python -m trainer.export`.
+The input_fns (and what their features and labels hold) are
+trainer/inputs.py's, the OD API's `inputs` module; model_lib keeps
+`create_train_input_fn`, `create_eval_input_fn` and `create_predict_input_fn`
+under its own names too.
 
 The model_fn per mode:
 
@@ -62,8 +53,7 @@ Differences from the OD API: no TPU (the TPU arguments `use_tpu_estimator`,
 `use_tpu`, `num_shards`, `postprocess_on_cpu`, `export_to_tpu` are logged once
 and change nothing), a `graph_rewriter` (quantization) is refused by name
 (builders/graph_rewriter_builder.py), and the export's
-input type is a parameter of `create_predict_input_fn` (default
-`image_tensor`) rather than a serialized tf.Example. The pipeline's
+input type is chosen as trainer/inputs.py says. The pipeline's
 `deploy_config` (clones per worker) and LINEAR learning-rate scaling mean
 the same here as in `python -m trainer.train`: both paths read them through
 `builders.deploy_config_builder` and `optimizer_builder.build_for_training`.
@@ -83,40 +73,37 @@ from core import logs as logging
 
 from builders import deploy_config_builder
 from builders import graph_rewriter_builder
-from builders import input_reader_builder
 from builders import model_builder
 from builders import optimizer_builder
-from builders import preprocessor_builder
 from core import batch_util
 from core import checkpoints
 from core import coco_evaluation
 from core import config_util
 from core import fine_tune
 from core import gradient_surgery
-from core import label_map_util
 from core import model as core_model
 from core import moving_averages
-from core import preprocessor
 from core import standard_fields as fields
-from deployment import cluster as cluster_lib
 import estimator as tfe
 from estimator import faults
 from trainer import evaluator as od_evaluator
 from trainer import exporter as od_exporter
+from trainer import inputs
 from trainer import model_hparams
 from trainer import model_lib_2018
 
 _INPUT = fields.InputDataFields
 _DETECTION = fields.DetectionResultFields
 _SERVING_KEY = tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY
-_FEATURE_KEYS = (_INPUT.image, _INPUT.true_image_shape, _INPUT.original_image_spatial_shape,
-                 _INPUT.key)
-_LABEL_KEYS = (_INPUT.groundtruth_boxes, _INPUT.groundtruth_classes,
-               _INPUT.groundtruth_weights, _INPUT.num_groundtruth_boxes)
 _PREDICT_OUTPUTS = (_DETECTION.detection_boxes, _DETECTION.detection_scores,
                     _DETECTION.detection_classes, _DETECTION.num_detections)
 TOTAL_LOSS = 'Loss/total_loss'
 REGULARIZATION_LOSS = 'Loss/regularization_loss'
+
+# OD's inputs module's input_fn factories (trainer/inputs.py), also under these names.
+create_train_input_fn = inputs.create_train_input_fn
+create_eval_input_fn = inputs.create_eval_input_fn
+create_predict_input_fn = inputs.create_predict_input_fn
 
 # OD's model_hparams.create_hparams (trainer/model_hparams.py), also under this name.
 create_hparams = model_hparams.create_hparams
@@ -374,112 +361,6 @@ def create_model_fn(detection_model_fn, configs, hparams=None, use_tpu=False,
                              eval_metric_ops=eval_metric_ops, scaffold=scaffold)
 
   return model_fn
-
-
-# ---------------------------------------------------------------------------
-# input_fns.
-
-
-def _transform_fn(model_config, num_classes, augmentation=()):
-  """Per-example transform: augment, model.preprocess, one-hot classes."""
-  model = model_builder.build(model_config, is_training=False, add_summaries=False)
-
-  def transform(tensor_dict):
-    tensor_dict = dict(tensor_dict)
-    tensor_dict[_INPUT.image] = tf.expand_dims(tf.cast(tensor_dict[_INPUT.image], tf.float32), 0)
-    if augmentation:
-      arg_map = preprocessor.get_default_func_arg_map(
-          include_label_weights=_INPUT.groundtruth_weights in tensor_dict)
-      tensor_dict = preprocessor.preprocess(tensor_dict, augmentation, func_arg_map=arg_map)
-    image, true_shape = model.preprocess(tensor_dict[_INPUT.image])
-    tensor_dict[_INPUT.image] = image[0]
-    tensor_dict[_INPUT.true_image_shape] = true_shape[0]
-    classes = tf.cast(label_map_util.checked_class_ids(
-        tensor_dict[_INPUT.groundtruth_classes], num_classes, _INPUT.groundtruth_classes),
-        tf.int32) - fields.LABEL_ID_OFFSET
-    tensor_dict[_INPUT.groundtruth_classes] = tf.one_hot(classes, num_classes, dtype=tf.float32)
-    if _INPUT.groundtruth_weights not in tensor_dict:
-      tensor_dict[_INPUT.groundtruth_weights] = tf.ones_like(classes, tf.float32)
-    return tensor_dict
-
-  return transform
-
-
-def _split_features_labels(batch):
-  """Batch dict -> (features, labels) with the keys of the module docstring."""
-  features = {k: batch[k] for k in _FEATURE_KEYS if k in batch}
-  labels = {k: batch[k] for k in _LABEL_KEYS if k in batch}
-  return features, labels
-
-
-def _num_classes(model_config):
-  kind = model_config.WhichOneof('model')
-  if kind is None:
-    raise ValueError("model config names no model (set e.g. 'ssd')")
-  return getattr(model_config, kind).num_classes
-
-
-def _input_shard(config):
-  """(num_workers, index) of this task among the training tasks of TF_CONFIG."""
-  if config is None:
-    return 1, 0
-  cluster = config.cluster_spec.as_dict() if config.cluster_spec else {}
-  return cluster_lib.input_shard(cluster, config.task_type, config.task_id)
-
-
-def _create_input_fn(input_config, model_config, batch_size, augmentation_configs=(),
-                     skip_corrupt_records=False, shard=False):
-  """Returns input_fn(params=None, config=None) -> a (features, labels) Dataset.
-
-  With `shard`, each training task of a TF_CONFIG cluster reads its own part.
-  """
-
-  def input_fn(params=None, config=None):
-    del params
-    num_workers, task_index = _input_shard(config) if shard else (1, 0)
-    augmentation = [preprocessor_builder.build(step) for step in augmentation_configs]
-    dataset = input_reader_builder.build_dataset(
-        input_config, batch_size=batch_size, num_worker_replicas=num_workers,
-        task_index=task_index,
-        transform_input_data_fn=_transform_fn(model_config, _num_classes(model_config),
-                                              augmentation),
-        skip_corrupt_records=skip_corrupt_records)
-    return dataset.map(_split_features_labels)
-
-  return input_fn
-
-
-def create_train_input_fn(train_config, train_input_config, model_config):
-  """input_fn over the train reader: augmented, batches of train_config.batch_size."""
-  return _create_input_fn(train_input_config, model_config, train_config.batch_size,
-                          train_config.data_augmentation_options,
-                          train_config.skip_corrupt_records, shard=True)
-
-
-def create_eval_input_fn(eval_config, eval_input_config, model_config):
-  """input_fn over an eval reader: no augmentation, eval_config.batch_size."""
-  return _create_input_fn(eval_input_config, model_config, max(eval_config.batch_size, 1))
-
-
-def create_predict_input_fn(model_config, predict_input_config=None, input_type='image_tensor'):
-  """Returns a serving_input_receiver_fn for exports.
-
-  Args:
-    model_config: the model config (its preprocess runs in the receiver).
-    predict_input_config: unused; kept for the OD API's signature.
-    input_type: 'image_tensor', 'encoded_image_string_tensor' or 'tf_example'
-      (see trainer/exporter.py); the receiver key is `inputs`.
-  """
-  del predict_input_config
-
-  def serving_input_receiver_fn():
-    placeholder, images = od_exporter.build_input(input_type)
-    model = model_builder.build(model_config, is_training=False, add_summaries=False)
-    preprocessed, true_image_shapes = model.preprocess(tf.cast(images, tf.float32))
-    features = {_INPUT.image: preprocessed, _INPUT.true_image_shape: true_image_shapes}
-    return tfe.export.ServingInputReceiver(features, {od_exporter.INPUTS_KEY: placeholder})
-
-  return serving_input_receiver_fn
 
 
 # ---------------------------------------------------------------------------
