@@ -29,6 +29,7 @@ import importlib
 import os
 import re
 import sys
+import tempfile
 
 import pytest
 import tensorflow as tf
@@ -437,6 +438,203 @@ def _check_od_variables_helper():
     assert getattr(od_variables_helper, name) is getattr(variables_helper, name), name
 
 
+# -- tf.distribute strategies given to RunConfig (estimator/distribute.py) --------------
+
+_TWO_CPUS = ['/cpu:0', '/cpu:1']
+
+
+def _placement(strategy, argument):
+  from estimator import distribute  # pylint: disable=import-outside-toplevel
+  return distribute.placement(strategy, argument)
+
+
+def _check_one_device_strategy():
+  strategy = tf.distribute.OneDeviceStrategy('/cpu:0')
+  config = tfe.RunConfig(train_distribute=strategy)
+  assert config.train_distribute is strategy
+  assert (config.num_clones, config.clone_on_cpu) == (1, False)  # Trained as without one.
+  assert _placement(strategy, 'train_distribute').devices == ('/device:CPU:0',)
+
+
+def _check_mirrored_strategy():
+  from estimator import distribute  # pylint: disable=import-outside-toplevel
+  strategy = tf.distribute.MirroredStrategy(devices=_TWO_CPUS)
+  config = tfe.RunConfig(train_distribute=strategy)
+  assert config.train_distribute is strategy
+  assert (config.num_clones, config.clone_on_cpu) == (2, True)  # CPU devices: CPU clones.
+  deployment = config.deployment_config
+  assert [deployment.clone_device(i) for i in range(2)] == ['/device:CPU:0', '/device:CPU:1']
+  where = _placement(strategy, 'train_distribute')
+  assert distribute.input_context(where).num_replicas_in_sync == 2
+  gpus = _placement(tf.distribute.MirroredStrategy(devices=['/gpu:0', '/gpu:1']),
+                    'train_distribute')
+  with pytest.raises(ValueError, match='needs those GPUs'):  # What train() checks first.
+    distribute.check_devices(gpus, num_gpus=0)
+
+
+def _check_mirrored_strategy_without_num_gpus():
+  with pytest.raises(TypeError, match='num_gpus'):
+    tf.distribute.MirroredStrategy(num_gpus=2)  # pylint: disable=unexpected-keyword-arg
+  n = 2
+  strategy = tf.distribute.MirroredStrategy(devices=['/gpu:%d' % i for i in range(n)])
+  config = tfe.RunConfig(train_distribute=strategy)
+  clones = tfe.RunConfig(num_clones=n)
+  assert (config.num_clones, config.clone_on_cpu) == (clones.num_clones, clones.clone_on_cpu)
+
+
+def _check_eval_distribute():
+  from estimator import distribute  # pylint: disable=import-outside-toplevel
+  for strategy in (tf.distribute.OneDeviceStrategy('/cpu:1'),
+                   tf.distribute.MirroredStrategy(devices=['/cpu:1', '/cpu:0'])):
+    config = tfe.RunConfig(eval_distribute=strategy)
+    assert config.eval_distribute is strategy and config.num_clones == 1
+    where = _placement(config.eval_distribute, 'eval_distribute')
+    assert where.device == '/device:CPU:1'  # The strategy's first device.
+    # evaluate() reads one batch per step: the input_fn's context has one replica.
+    assert distribute.input_context(where, 1).num_replicas_in_sync == 1
+
+
+def _check_refused(make, class_name, *advice):
+  def check():
+    strategy = make()
+    for argument in ('train_distribute', 'eval_distribute'):
+      with pytest.raises(ValueError) as error:
+        tfe.RunConfig(**{argument: strategy})
+      message = str(error.value)
+      assert message.startswith('%s=%s' % (argument, class_name)), message
+      for text in advice:
+        assert text in message, (text, message)
+  return check
+
+
+def _check_sync_replicas_instead():
+  _check_refused(tf.distribute.MultiWorkerMirroredStrategy, 'CollectiveAllReduceStrategy',
+                 'MultiWorkerMirroredStrategy', 'deployment.sync_replicas.SyncReplicasOptimizer',
+                 'train_config.sync_replicas: true')()
+  _params(_resolve_python('deployment.sync_replicas.SyncReplicasOptimizer'), 'opt',
+          'replicas_to_aggregate', 'total_num_replicas')
+  _fields('train_config', 'sync_replicas', 'replicas_to_aggregate')
+
+
+def _check_deprecated():
+  scope = {}
+  statement = 'from tensorflow.python.util.deprecation import deprecated'
+  exec(statement, scope)  # pylint: disable=exec-used
+  deprecated = scope['deprecated']
+  _check_documented_call('tensorflow.python.util.deprecation.deprecated',
+                         'date, instructions, warn_once=True')
+
+  @deprecated('2018-01-01', 'Use something else.')
+  def main():
+    return 'ran'
+
+  assert main() == 'ran' and 'Use something else.' in main.__doc__
+  assert deprecated(None, 'Use something else.')(lambda: 1)() == 1
+  with pytest.raises(ValueError):
+    deprecated('January 2018', 'Use something else.')
+
+
+# -- Object Detection API builders and configs ------------------------------------------
+
+def _check_no_graph_quantization():
+  from builders import graph_rewriter_builder  # pylint: disable=import-outside-toplevel
+  from protos import graph_rewriter_pb2  # pylint: disable=import-outside-toplevel
+  assert not hasattr(tf, 'contrib')
+  # An empty `graph_rewriter {}` meant quantization with its defaults: refused too.
+  with pytest.raises(ValueError, match=re.escape(
+      'graph_rewriter.quantization (delay 500000, weight_bits 8, activation_bits 8)')):
+    graph_rewriter_builder.build(graph_rewriter_pb2.GraphRewriter(), is_training=True)
+
+
+def _check_graph_rewriter_builder():
+  from builders import graph_rewriter_builder  # pylint: disable=import-outside-toplevel
+  from protos import graph_rewriter_pb2  # pylint: disable=import-outside-toplevel
+  _check_documented_call('builders.graph_rewriter_builder.build',
+                         'graph_rewriter_config, is_training')
+  config = graph_rewriter_pb2.GraphRewriter()
+  config.quantization.delay = 10
+  for is_training in (True, False):
+    with pytest.raises(ValueError, match=r'^graph_rewriter\.quantization \(delay 10, ') as error:
+      graph_rewriter_builder.build(config, is_training)
+    assert 'tf.lite.TFLiteConverter' in str(error.value)
+  with pytest.raises(ValueError, match='graph_rewriter.quantization'):
+    graph_rewriter_builder.check_configs({'graph_rewriter_config': config}, is_training=True)
+  graph_rewriter_builder.check_configs({}, is_training=True)  # No graph_rewriter: no error.
+  for module_name in ('trainer.train', 'trainer.eval', 'trainer.exporter', 'trainer.model_lib'):
+    with open(importlib.import_module(module_name).__file__) as f:
+      assert 'graph_rewriter_builder.' in f.read(), module_name
+
+
+def _input_reader(tmp_dir):
+  from protos import input_reader_pb2  # pylint: disable=import-outside-toplevel
+  path = os.path.join(tmp_dir, 'empty.tfrecord')
+  with tf.io.TFRecordWriter(path):
+    pass
+  config = input_reader_pb2.InputReader()
+  config.tf_record_input_reader.input_path.append(path)
+  return config
+
+
+def _check_dataset_builder():
+  from builders import dataset_builder  # pylint: disable=import-outside-toplevel
+  _check_documented_call('builders.dataset_builder.build',
+                         'input_reader_config, batch_size=None, transform_input_data_fn=None')
+  with pytest.raises(ValueError, match='input_reader_config not of type'):
+    dataset_builder.build('not an InputReader')
+  with tempfile.TemporaryDirectory() as tmp_dir, tf.Graph().as_default():
+    spec = dataset_builder.build(_input_reader(tmp_dir), batch_size=2).element_spec
+  # A static batch dimension (the last partial batch dropped), boxes padded.
+  assert spec['image'].shape[0] == 2
+  assert spec['groundtruth_boxes'].shape.as_list()[::2] == [2, 4]
+  assert spec['groundtruth_boxes'].shape[1] is not None
+
+
+def _check_make_initializable_iterator():
+  from builders import dataset_builder  # pylint: disable=import-outside-toplevel
+  _params(dataset_builder.make_initializable_iterator, 'dataset')
+  with tf.Graph().as_default():
+    iterator = dataset_builder.make_initializable_iterator(tf.data.Dataset.range(3))
+    assert iterator.initializer in tf.compat.v1.get_collection(
+        tf.compat.v1.GraphKeys.TABLE_INITIALIZERS)
+    with tf.compat.v1.Session() as session:
+      session.run(tf.compat.v1.tables_initializer())
+      assert session.run(iterator.get_next()) == 0
+
+
+_PIPELINE_TEXT = """
+train_input_reader { tf_record_input_reader { input_path: "train.tfrecord" } }
+eval_input_reader { tf_record_input_reader { input_path: "eval_a.tfrecord" } }
+eval_input_reader { tf_record_input_reader { input_path: "eval_b.tfrecord" } }
+"""
+
+
+def _check_config_keys():
+  from core import config_util  # pylint: disable=import-outside-toplevel
+  field = pipeline_pb2.TrainEvalPipelineConfig.DESCRIPTOR.fields_by_name['graph_rewriter']
+  assert field.number == 6
+  with tempfile.TemporaryDirectory() as tmp_dir:
+    plain, quantized = (os.path.join(tmp_dir, name) for name in ('plain.config', 'q.config'))
+    with open(plain, 'w') as f:
+      f.write(_PIPELINE_TEXT)
+    with open(quantized, 'w') as f:
+      f.write(_PIPELINE_TEXT + 'graph_rewriter { quantization { delay: 10 } }\n')
+    configs = config_util.get_configs_from_pipeline_file(plain)
+    with_rewriter = config_util.get_configs_from_pipeline_file(quantized)
+  assert [c.tf_record_input_reader.input_path[0] for c in configs['eval_input_configs']] == [
+      'eval_a.tfrecord', 'eval_b.tfrecord']
+  assert configs['eval_input_config'].tf_record_input_reader.input_path[0] == 'eval_a.tfrecord'
+  assert 'graph_rewriter_config' not in configs
+  assert with_rewriter['graph_rewriter_config'].quantization.delay == 10
+
+
+def _check_create_hparams():
+  from trainer import model_hparams, model_lib  # pylint: disable=import-outside-toplevel
+  _check_documented_call('trainer.model_hparams.create_hparams', 'hparams_overrides=None')
+  assert model_lib.create_hparams is model_hparams.create_hparams
+  assert model_hparams.create_hparams().values() == {'load_pretrained': True}
+  assert model_hparams.create_hparams('load_pretrained=false').load_pretrained is False
+
+
 ROW_CHECKS = {
     # tf.estimator
     'tfe.Estimator': lambda: _params(tfe.Estimator, 'model_fn', 'model_dir', 'config', 'params',
@@ -447,6 +645,24 @@ ROW_CHECKS = {
         'evaluation_hooks', 'prediction_hooks'),
     'tfe.ModeKeys': _check_mode_keys,
     'tfe.RunConfig': _check_run_config_clones,
+    # RunConfig(train_distribute=..., eval_distribute=...) with tf.distribute strategies.
+    'tfe.RunConfig(train_distribute=tf.distribute.OneDeviceStrategy(d))':
+        _check_one_device_strategy,
+    'tfe.RunConfig(train_distribute=tf.distribute.MirroredStrategy(devices=[...]))':
+        _check_mirrored_strategy,
+    "tf.distribute.MirroredStrategy(devices=['/gpu:%d' % i for i in range(N)])":
+        _check_mirrored_strategy_without_num_gpus,
+    'tfe.RunConfig(eval_distribute=...)': _check_eval_distribute,
+    'tfe.RunConfig(train_distribute=ParameterServerStrategy(...))': _check_refused(
+        tf.compat.v1.distribute.experimental.ParameterServerStrategy, 'ParameterServerStrategy',
+        "TF_CONFIG with 'ps' and 'worker' tasks"),
+    'tfe.RunConfig(train_distribute=MultiWorkerMirroredStrategy(...))':
+        _check_sync_replicas_instead,
+    'tfe.RunConfig(train_distribute=CentralStorageStrategy(...))': lambda: [
+        _check_refused(make, class_name, 'RunConfig(num_clones=N)', 'clone_on_cpu=True')()
+        for make, class_name in ((tf.distribute.experimental.CentralStorageStrategy,
+                                  'CentralStorageStrategy'),
+                                 (tf.distribute.get_strategy, '_DefaultDistributionStrategy'))],
     'tfe.WarmStartSettings': lambda: _params(
         tfe.WarmStartSettings, 'ckpt_to_initialize_from', 'vars_to_warm_start',
         'var_name_to_vocab_info', 'var_name_to_prev_var_name'),
@@ -519,6 +735,8 @@ ROW_CHECKS = {
     'deployment.model_deploy': _check_model_deploy,
     'slim.learning.train': lambda: _params(slim.learning.train, 'train_op', 'logdir'),
     'slim.filter_variables': _check_contrib_filter_variables,
+    'from tensorflow.python.util.deprecation import deprecated': _check_deprecated,
+    'builders.graph_rewriter_builder': _check_no_graph_quantization,
     # Object Detection API
     'python -m trainer.train': _check_command(
         'trainer.train', 'train_dir', 'pipeline_config_path', 'num_clones', 'clone_on_cpu',
@@ -558,8 +776,7 @@ ROW_CHECKS = {
     'trainer.model_lib.continuous_eval': lambda: _params(
         _resolve_python('trainer.model_lib.continuous_eval'), 'estimator', 'model_dir',
         'input_fn', 'train_steps', 'name'),
-    'trainer.model_lib.create_hparams': lambda: _params(
-        _resolve_python('trainer.model_lib.create_hparams'), 'hparams_overrides'),
+    'trainer.model_hparams.create_hparams(hparams_overrides=None)': _check_create_hparams,
     'core.config_util.get_configs_from_pipeline_file': lambda: _params(
         _resolve_python('core.config_util.get_configs_from_pipeline_file'),
         'pipeline_config_path', 'config_override'),
@@ -575,6 +792,10 @@ ROW_CHECKS = {
         'add_summaries'),
     'builders.preprocessor_builder.build': lambda: _params(
         _resolve_python('builders.preprocessor_builder.build'), 'preprocessor_step_config'),
+    'builders.dataset_builder.build': _check_dataset_builder,
+    'builders.dataset_builder.make_initializable_iterator': _check_make_initializable_iterator,
+    'builders.graph_rewriter_builder.build': _check_graph_rewriter_builder,
+    'core.config_util.get_configs_from_pipeline_file(pipeline_config_path)': _check_config_keys,
     'core.model.DetectionModel': _check_detection_model,
     'core.standard_fields': _check_standard_fields,
     'core.batcher.BatchQueue': lambda: _params(
