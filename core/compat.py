@@ -27,6 +27,16 @@ For that one `apply()` installs a corrected replacement (fix id
 `variables.assign_from_checkpoint`, see `_assign_from_checkpoint`), only
 while the installed tf-slim is 1.1.0 and numpy rejects that indexing.
 
+`slim.learning.train` with a `sync_optimizer` never ends cleanly on TF 2.21
+(the chief hangs 120 s after its last step, then exits 1; a ps in
+`server.join()` serves for ever): `core/compat_learning.py` wraps it (fix ids
+`learning.sync_replicas_stop`, `learning.sync_replicas_ps_exit`).
+
+A program that imports tf_slim without importing slimtrain still gets this
+module: the `slimtrain_tf_slim_hook.pth` that installing slimtrain puts into
+site-packages imports it when tf_slim is imported (slimtrain_tf_slim_hook.py;
+`SLIMTRAIN_TF_SLIM_HOOK=0` turns that off).
+
 Why restore names instead of shipping corrected copies of the tf-slim
 functions: the lookups are spread over dozens of tf-slim functions (learning,
 training, layers, data, metrics). Putting each name back where tf-slim looks
@@ -80,6 +90,8 @@ from tensorflow.python.ops import while_loop as _while_loop
 from tensorflow.python.platform import tf_logging as _logging
 from tensorflow.python.training import py_checkpoint_reader as _checkpoint_reader
 from tensorflow.python.training import supervisor as _supervisor
+
+from core import compat_learning as _compat_learning
 
 DISABLE_ENV = 'SLIMTRAIN_DISABLE_COMPAT'
 
@@ -175,7 +187,9 @@ _LEGACY_KERAS_ENV = 'TF_USE_LEGACY_KERAS'
 # Supervisor) printed twice, as `INFO:tensorflow:...` and as an absl line. Once
 # absl has initialised (`app.call_after_init`), the TF handler is removed so
 # every message is printed once, in absl's format. Library use without
-# `app.run` keeps TF's handler (there is no absl handler to take over).
+# `app.run` keeps TF's handler (there is no absl handler to take over), and
+# nothing here touches the root logger. slimtrain's own lines go through the
+# same 'tensorflow' logger (core/logs.py says why), so they follow both cases.
 ONE_LOG_FORMAT_FIX = 'logging.one_format'
 
 _APPLIED = []
@@ -465,6 +479,7 @@ def needed_fixes():
     needed.append(LEGACY_KERAS_FIX)
   if ONE_LOG_FORMAT_FIX in _APPLIED or _tf_log_handlers():
     needed.append(ONE_LOG_FORMAT_FIX)
+  needed.extend(_compat_learning.needed())
   return needed
 
 
@@ -495,6 +510,7 @@ def apply():
     applied.append(LEGACY_KERAS_FIX)
   if ONE_LOG_FORMAT_FIX not in disabled and _print_logs_once():
     applied.append(ONE_LOG_FORMAT_FIX)
+  applied.extend(_compat_learning.apply(disabled))
   _APPLIED.extend(applied)
   return applied
 

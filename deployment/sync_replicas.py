@@ -42,56 +42,14 @@ variables.
 """
 
 import threading
-import time
 
+from core import compat_learning
 from core import logs as logging
 import tensorflow as tf
 
-_POLL_SECS = 0.005
-
-
-class _PollingQueueRunner(tf.compat.v1.train.QueueRunner):
-  """Runs `update_op` only when `ready_op` is true; stops with the coordinator."""
-
-  def __init__(self, queue, update_op, ready_op):
-    super().__init__(queue, [update_op])
-    self._update_op = update_op
-    self._ready_op = ready_op
-
-  def create_threads(self, sess, coord=None, daemon=False, start=False):
-    """Starts the polling thread; returns it in a list.
-
-    Unlike TF's queue runner it never closes the token queue when the
-    coordinator stops: the queue lives on the ps and outlives the chief's
-    session. tf-slim answers an AbortedError with a new session on the same
-    graph ("Retrying training!"), whose first tokens a closed queue refuses;
-    and a worker waiting for a token would stop training (OutOfRangeError)
-    although the job goes on. Workers get their last tokens from
-    `release_workers`; a worker whose chief is gone exits through its chief
-    watch.
-    """
-    thread = threading.Thread(target=self._loop, args=(sess, coord),
-                              name='SyncReplicasChiefUpdates')
-    if coord is not None:
-      coord.register_thread(thread)
-    thread.daemon = daemon
-    if start:
-      thread.start()
-    return [thread]
-
-  def _loop(self, sess, coord):
-    try:
-      while coord is None or not coord.should_stop():
-        if sess.run(self._ready_op):
-          sess.run(self._update_op)
-        else:
-          time.sleep(_POLL_SECS)
-    except (tf.errors.CancelledError, tf.errors.OutOfRangeError):
-      pass  # The session or the token queue closed: training is over.
-    except Exception as e:  # pylint: disable=broad-except
-      if coord is None:
-        raise
-      coord.request_stop(e)
+# The chief's stoppable queue runner; slim.learning.train calls get the same
+# one through compat fix learning.sync_replicas_stop.
+_PollingQueueRunner = compat_learning.PollingQueueRunner
 
 
 class _ReplicaCounts(object):
