@@ -7,10 +7,13 @@ import it beside other benchmarks:
 
     restored = stamped_lines('/tmp/x/chief0.log', RESTORED, since=kill_time)
     summarize({'snapshots': rows}, snapshot_secs=5, recovery_goal_secs=5)
+
+`floor_report` prints `benchmarks/session_floor.py`'s probes (here for the same reason).
 """
 
 import collections
 import re
+import statistics
 import time
 
 from benchmarks import elastic_timeline as timeline
@@ -25,6 +28,11 @@ FROM_CHECKPOINT = re.compile(
     r'restored the \d+ variables of /job:ps/task:(\d+) from \S*model\.ckpt-(\d+)')
 KEPT = re.compile(r'kept the current values of /job:ps/task:(\d+)')
 PS_BACK = re.compile(r"cluster of task ps:(\d+) matches the chief's")
+
+# RESULTS.md's rule (`bench_util.MIN_REPEATS_TO_RESOLVE`, kept equal by
+# tests/benchmarks/test_ps_failover.py; not imported, as bench_util imports TensorFlow):
+# every kill is one repeat, and fewer than this many leave a goal "not resolved".
+MIN_KILLS_TO_RESOLVE = 5
 
 
 def stamped_messages(path, since):
@@ -66,7 +74,10 @@ def percentile(values, fraction):
 
 
 def summarize(phases, snapshot_secs, recovery_goal_secs):
-  """Prints the per-phase table and the goal lines of the snapshots phase."""
+  """Prints the per-phase table and the goal lines of the snapshots phase.
+
+  Each goal line counts the kills that reached the goal and gives `verdict`'s label.
+  """
   print('\n| phase | kills | back -> next step p50 / p99 s | kill -> next step p50 / p99 s '
         '| shard source | shard age at the kill, max s / steps | other ps kept '
         '| rollback (ps 1 lost) |')
@@ -101,6 +112,45 @@ def summarize(phases, snapshot_secs, recovery_goal_secs):
        [r['back_to_step'] <= recovery_goal_secs for r in rows]),
   ]
   for text, results in checks:
-    verdict = ('met' if results and all(results) else
-               'missed' if results and not any(results) else 'not resolved')
-    print('goal %s: %d of %d kills: %s' % (text, sum(results), len(results), verdict))
+    print('goal %s: %d of %d kills: %s' % (text, sum(results), len(results), verdict(results)))
+
+
+def verdict(results):
+  """'met', 'missed' or 'not resolved' for one goal, one bool per kill (True: reached).
+
+  RESULTS.md's rule: met only when every kill reaches the goal and missed only when
+  none does, both only over at least MIN_KILLS_TO_RESOLVE kills; otherwise (a mix,
+  or too few kills) not resolved.
+  """
+  if len(results) < MIN_KILLS_TO_RESOLVE:
+    return 'not resolved'
+  if all(results):
+    return 'met'
+  if not any(results):
+    return 'missed'
+  return 'not resolved'
+
+
+def floor_report(rows, goal_secs):
+  """Prints session_floor's probes and the floor they give against the recovery goal.
+
+  Args:
+    rows: one dict per probe: probe (its number), init_secs (new session -> local
+      init done), first_secs (new session -> first step done), second_secs (the
+      next step alone), load (the load average then).
+    goal_secs: the recovery goal (ps back -> next global step), seconds.
+  """
+  print('| probe | new session -> local init done s | -> first step done s | second step s '
+        '| load average |')
+  print('| ---: | ---: | ---: | ---: | ---: |')
+  for row in rows:
+    print('| %d | %.2f | %.2f | %.2f | %.1f |' % (row['probe'], row['init_secs'],
+                                                 row['first_secs'], row['second_secs'],
+                                                 row['load']))
+  firsts = sorted(row['first_secs'] for row in rows)
+  seconds = [row['second_secs'] for row in rows]
+  over = sum(1 for f in firsts if f > goal_secs)
+  print('floor (a new session to its first step done): p50 %.2f s, p99 %.2f s, min %.2f s; '
+        'a steady step p50 %.2f s; above the %g s recovery goal in %d of %d probes' % (
+            statistics.median(firsts), percentile(firsts, 0.99), firsts[0],
+            statistics.median(seconds), goal_secs, over, len(firsts)))

@@ -39,7 +39,6 @@ import time
 from absl import app
 from absl import flags
 
-from benchmarks import bench_util
 from benchmarks import elastic
 from benchmarks import ps_failover
 from benchmarks import ps_failover_report
@@ -134,24 +133,6 @@ def measure(log_dir, data):
   return rows
 
 
-def report(rows, goal_secs):
-  """Prints each probe and the floor against the recovery goal."""
-  print('| probe | new session -> local init done s | -> first step done s | second step s '
-        '| load average |')
-  print('| ---: | ---: | ---: | ---: | ---: |')
-  for row in rows:
-    print('| %d | %.2f | %.2f | %.2f | %.1f |' % (row['probe'], row['init_secs'],
-                                                 row['first_secs'], row['second_secs'],
-                                                 row['load']))
-  firsts = sorted(row['first_secs'] for row in rows)
-  seconds = [row['second_secs'] for row in rows]
-  over = sum(1 for f in firsts if f > goal_secs)
-  print('floor (a new session to its first step done): p50 %.2f s, p99 %.2f s, min %.2f s; '
-        'a steady step p50 %.2f s; above the %g s recovery goal in %d of %d probes' % (
-            bench_util.median(firsts), ps_failover_report.percentile(firsts, 0.99), firsts[0],
-            bench_util.median(seconds), goal_secs, over, len(firsts)))
-
-
 def main(argv):
   del argv
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
@@ -163,7 +144,7 @@ def main(argv):
   if FLAGS.quick:
     FLAGS.net, FLAGS.image_size, FLAGS.probes = 'small_cnn', 16, 3
   log_dir, data = ps_failover.prepare_run('session_floor_', '%d probes' % FLAGS.probes)
-  report(measure(log_dir, data), FLAGS.recovery_goal_secs)
+  ps_failover_report.floor_report(measure(log_dir, data), FLAGS.recovery_goal_secs)
 
 
 if __name__ == '__main__':

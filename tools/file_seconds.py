@@ -7,10 +7,16 @@
   `RECORDED_FROM_SECS` or more. `make test-fast` leaves out the tests that
   took longer than its limit (`--max-test-seconds`).
 
-Refresh both after a whole-suite run when files grow or move:
+Refresh both after a whole-suite run when files grow or move. The report is
+pytest's `--junitxml` file of that run; `make test` writes one when its pytest
+arguments ask for it (PYTEST_ARGS replaces the Makefile's default arguments,
+so repeat them), and the suite's conftest adds each test's CPU seconds to it:
 
-    .venv/bin/python -m pytest tests -q -n 3 --dist loadfile --junitxml=/tmp/suite.xml
+    make test PYTEST_ARGS='-n 3 --dist loadfile --no-loadscope-reorder --junitxml=/tmp/suite.xml'
     .venv/bin/python tools/file_seconds.py /tmp/suite.xml
+
+(or, without make: `.venv/bin/python -m pytest tests -q -n 3 --dist loadfile
+--no-loadscope-reorder --junitxml=/tmp/suite.xml`). `--help` prints this text.
 
 Setup and teardown count with their test (module fixtures included), so a
 file's first test carries the fixtures it shares with the others.
@@ -30,6 +36,7 @@ the others little, one that computes costs them its CPU.
     .venv/bin/python tools/file_seconds.py --cpu /tmp/suite.xml
 """
 
+import argparse
 import collections
 import json
 import os
@@ -178,18 +185,31 @@ def _write(table, path):
   os.replace(path + '.tmp', path)
 
 
+def _parse_args(argv):
+  parser = argparse.ArgumentParser(
+      prog='tools/file_seconds.py', description=__doc__,
+      formatter_class=argparse.RawDescriptionHelpFormatter)
+  what = parser.add_mutually_exclusive_group()
+  what.add_argument('--cpu', action='store_true',
+                    help="print each file's wall and CPU seconds; write no table")
+  what.add_argument('--tiers', action='store_true',
+                    help='print the CPU seconds per tier (cluster, slow, unit); write no table')
+  parser.add_argument('junit_xml', metavar='JUNIT_XML', help="a whole-suite pytest --junitxml "
+                      "report (see above for how to get one)")
+  return parser.parse_args(argv[1:])
+
+
 def main(argv):
-  if len(argv) == 3 and argv[1] == '--cpu':
-    print_cpu_table(argv[2])
+  args = _parse_args(argv)
+  if args.cpu:
+    print_cpu_table(args.junit_xml)
     return
-  if len(argv) == 3 and argv[1] == '--tiers':
-    print_tier_totals(argv[2])
+  if args.tiers:
+    print_tier_totals(args.junit_xml)
     return
-  if len(argv) != 2:
-    sys.exit('usage: tools/file_seconds.py [--cpu | --tiers] JUNIT_XML')
-  files = seconds_per_file(argv[1])
+  files = seconds_per_file(args.junit_xml)
   _write(files, _FILE_TABLE)
-  tests = seconds_per_test(argv[1])
+  tests = seconds_per_test(args.junit_xml)
   _write(tests, _TEST_TABLE)
   print('%d files, %.0f s in all -> %s; %d tests of %.0f s or more -> %s' % (
       len(files), sum(files.values()), _FILE_TABLE, len(tests), RECORDED_FROM_SECS,

@@ -6,6 +6,7 @@ Shared by test_benchmarks_quick.py and test_benchmarks_quick_clusters.py.
 import math
 import os
 import re
+import statistics
 import subprocess
 import sys
 
@@ -68,3 +69,74 @@ def assert_figures(stdout, repeats=None):
   for row in _RATE_ROW.finditer(stdout):
     low, middle, high = (float(row.group(k)) for k in ('min', 'median', 'max'))
     assert 0 < low <= middle <= high, row.group(0)
+
+
+# bench_util.repeat_variants' progress: '  repeat 1 name      123.4'.
+_REPEAT_LINE = re.compile(r'^  repeat (?P<repeat>\d+) (?P<name>.+?) +(?P<rate>[0-9.]+)$', re.M)
+
+
+def ratio_lines(stdout):
+  """{name: (value, [per-repeat ratios])} of the ratio lines of `stdout`."""
+  return {line.group('name'): (float(line.group('value')),
+                               [float(r) for r in line.group('repeats').split()])
+          for line in _RATIO_LINE.finditer(stdout)}
+
+
+def repeat_rates(stdout):
+  """{variant: [rate of repeat 1, 2, ...]} from bench_util.repeat_variants' progress lines."""
+  rates = {}
+  for line in _REPEAT_LINE.finditer(stdout):
+    rates.setdefault(line.group('name'), []).append(float(line.group('rate')))
+  return rates
+
+
+def table_medians(stdout):
+  """{label: median} of bench_util.print_table's rows."""
+  return {row.group('label'): float(row.group('median')) for row in _RATE_ROW.finditer(stdout)}
+
+
+def _quotient_slack(numerator, denominator, num_places, den_places):
+  """How far numerator/denominator may move when both were printed rounded, and the
+  quotient itself too (3 places, as every ratio line prints)."""
+  quotient = numerator / denominator
+  return (quotient * (0.5 * 10 ** -num_places / numerator + 0.5 * 10 ** -den_places / denominator)
+          + 0.0005 + 1e-9)
+
+
+def assert_ratio_is(stdout, name, numerator, denominator, num_places=1, den_places=None,
+                    median_of_ratios=False):
+  """The ratio line `name` of `stdout` is `numerator` over `denominator`, not the other way.
+
+  A ratio line printed the wrong way round (or of the wrong pair) fails, unless the two
+  sides are equal to the printed precision.
+
+  Args:
+    stdout: a benchmark's output.
+    name: the ratio's name as its line prints it ('a/b' for 'ratio a/b = ...').
+    numerator, denominator: the rates the benchmark printed for each side, one per
+      repeat in repeat order (then each per-repeat ratio is checked, and the ratio
+      against their medians), or a single median each (then only the ratio).
+    num_places, den_places: the decimals the rates were printed with (den_places:
+      the same as num_places when None).
+    median_of_ratios: the line's value is the median of the per-repeat ratios, not
+      the ratio of the medians.
+  """
+  den_places = num_places if den_places is None else den_places
+  lines = ratio_lines(stdout)
+  assert name in lines, (name, sorted(lines), stdout[-3000:])
+  value, per_repeat = lines[name]
+  assert len(numerator) == len(denominator), (name, numerator, denominator)
+  if len(numerator) > 1:
+    assert len(per_repeat) == len(numerator), (name, per_repeat, numerator)
+    for ratio, num, den in zip(per_repeat, numerator, denominator):
+      assert abs(ratio - num / den) <= _quotient_slack(num, den, num_places, den_places), (
+          name, ratio, num, den)
+  if median_of_ratios:
+    quotients = [num / den for num, den in zip(numerator, denominator)]
+    slack = max(_quotient_slack(num, den, num_places, den_places)
+                for num, den in zip(numerator, denominator))
+    assert abs(value - statistics.median(quotients)) <= slack, (name, value, quotients)
+    return
+  num, den = statistics.median(numerator), statistics.median(denominator)
+  assert abs(value - num / den) <= _quotient_slack(num, den, num_places, den_places), (
+      name, value, num, den)

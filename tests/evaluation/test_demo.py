@@ -36,6 +36,10 @@ def _run_demo(output_dir, *flags, timeout=400):
   return match
 
 
+# mAP@0.5 that every run of the default demo must reach (why this value: at its use).
+_MAP50_FLOOR = 0.80
+
+
 @pytest.fixture(scope='module')
 def default_demo(tmp_path_factory):
   """One run of the README's `make demo` (default steps and images), shared.
@@ -55,7 +59,12 @@ def test_demo_reaches_its_bar_at_the_default_steps(default_demo):
   print('demo reached mAP@0.5 = %s after %s steps' % (match.group('map50'),
                                                      match.group('steps')))
   assert int(match.group('steps')) == 1000
-  assert float(match.group('map50')) >= 0.5, match.group(0)
+  # The bound sits under what runs reach, not at the goal's 0.5 (which a detector
+  # that lost a third of its quality would still pass): benchmarks/RESULTS.md,
+  # "Demo detector quality", records 0.923, 0.925 and 0.958, and 0.86 as the low
+  # end of the fresh clones of issue 24 (a fresh clone of issue 49: 0.895). 0.80
+  # leaves 0.06 below the lowest of them for run-to-run spread.
+  assert float(match.group('map50')) >= _MAP50_FLOOR, match.group(0)
   assert float(match.group('rate')) > 0
 
 

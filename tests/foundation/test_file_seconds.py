@@ -161,6 +161,35 @@ def test_cpu_table_sums_each_files_cpu_property_most_cpu_first(tmp_path):
                   '| all 3 files | 132 | 65 | 0.49 |']
 
 
+def _run_tool(*args):
+  return subprocess.run([sys.executable, os.path.join(_REPO_ROOT, 'tools', 'file_seconds.py'),
+                         *args], cwd=_REPO_ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_help_exits_0_and_says_how_to_get_the_report():
+  result = _run_tool('--help')
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout.startswith('usage: tools/file_seconds.py'), result.stdout[:500]
+  assert "make test PYTEST_ARGS='" in result.stdout and '--junitxml=' in result.stdout
+  assert 'Traceback' not in result.stderr
+
+
+def test_a_command_line_without_a_report_is_a_usage_error_not_a_crash():
+  for args in ((), ('--cpu',), ('--cpu', '--tiers', 'suite.xml')):
+    result = _run_tool(*args)
+    assert result.returncode == 2, (args, result.stderr[-3000:])
+    assert result.stderr.startswith('usage: tools/file_seconds.py'), (args, result.stderr)
+    assert 'Traceback' not in result.stderr, (args, result.stderr)
+
+
+def test_cpu_flag_prints_the_table_of_the_report_it_names(tmp_path):
+  report = tmp_path / 'suite.xml'
+  report.write_text(_CPU_REPORT)
+  result = _run_tool('--cpu', str(report))
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert '| all 3 files | 132 | 65 | 0.49 |' in result.stdout, result.stdout
+
+
 def test_the_suite_records_each_tests_cpu_seconds_its_processes_included(tmp_path):
   # A real pytest run with the suite's plugin: a test whose child process
   # spins for about a second of CPU, and one that sleeps as long.

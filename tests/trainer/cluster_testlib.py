@@ -40,6 +40,23 @@ _COLOURS = np.array([[220, 40, 40], [40, 40, 220]])
 # One progress line of trainer.training_loop.
 PROGRESS_RE = r'global step (\d+), loss = ([0-9.naif]+)'
 
+# What a task logs when it ends a session (or the whole process fails) and starts over;
+# a test that says "no task restarted" looks for every one of them (`restart_lines`).
+# benchmarks/elastic_timeline.RESTART_MARKS looks for the same restarts in its runs.
+RESTART_MARKS = (
+    # An exception that reached the log, whatever caught it.
+    'Traceback',
+    # trainer/train.py: the legacy trainer after a lost peer, before its next session.
+    'starting a new session on the training graph',
+    # trainer/supervised_loop.py and tf_slim's learning.train: the Supervisor's session
+    # ended by an AbortedError (a restarted server); its only line before the next one.
+    'Retrying training!',
+    # deployment/fault_tolerance.py: a lost ps met by a new session and a restore.
+    'rebuilding the session',
+    'recovered from a lost peer',
+)
+RESTART_RE = re.compile('|'.join(re.escape(mark) for mark in RESTART_MARKS))
+
 
 def write_colour_records(data_dir, num_examples=32, seed=0, label_noise=0.0):
   """Writes classification TFRecords: label 1 = reddish, label 2 = bluish.
@@ -197,6 +214,11 @@ def latest_checkpoint_step(train_dir):
 def progress(process):
   """[(global_step, loss)] of every progress line the process logged."""
   return [(int(s), float(l)) for s, l in re.findall(PROGRESS_RE, process.output())]
+
+
+def restart_lines(output):
+  """The lines of a task's `output` that show a restart (RESTART_MARKS); [] if none."""
+  return [line for line in output.splitlines() if RESTART_RE.search(line)]
 
 
 def seconds_between(process, first, second):

@@ -11,6 +11,8 @@ import tf_slim as slim
 
 from core import compat  # noqa: F401  (tf-slim's learning.train on TF 2.21)
 from deployment import sync_replicas
+from tests.trainer import cluster_testlib
+from tests.trainer import trainer_testlib
 from trainer import supervised_loop
 
 
@@ -197,10 +199,14 @@ def test_an_aborted_session_is_retried_in_a_new_one_from_its_checkpoint(tmp_path
     step_fn, seen = _steps_until(
         6, fail_at=3, error=tf.errors.AbortedError(None, None, 'a peer restarted'))
     # No checkpoint thread: the new session starts over from the initializers.
-    supervised_loop.run_supervised(train_op, logdir, step_fn, bound, save_interval_secs=0)
+    with trainer_testlib.capture_progress() as lines:
+      supervised_loop.run_supervised(train_op, logdir, step_fn, bound, save_interval_secs=0)
   assert seen == [1, 2, 3, 1, 2, 3, 4, 5, 6]
   assert len(bound.sessions) == 2 and bound.closed == bound.sessions
   assert tf.train.latest_checkpoint(logdir).endswith('model.ckpt-6')
+  # The restart's only line; the cluster tests' "no task restarted" checks must see it.
+  assert 'Retrying training!' in lines, lines
+  assert cluster_testlib.restart_lines('\n'.join(lines)) == ['Retrying training!'], lines
 
 
 def test_out_of_range_ends_training_with_a_final_checkpoint(tmp_path):
