@@ -53,17 +53,17 @@ def default_demo(tmp_path_factory):
 
 @pytest.mark.slow
 def test_demo_reaches_its_bar_at_the_default_steps(default_demo):
-  # RESULTS.md has the figures of repeated runs (0.86-0.96); the reached value
-  # is printed (`-s`, `-rP`) so each run of this test adds one.
+  # RESULTS.md has the figures of recorded runs; the reached value is printed
+  # (`-s`, `-rP`) so each run of this test adds one.
   _, match = default_demo
   print('demo reached mAP@0.5 = %s after %s steps' % (match.group('map50'),
                                                      match.group('steps')))
   assert int(match.group('steps')) == 1000
   # The bound sits under what runs reach, not at the goal's 0.5 (which a detector
   # that lost a third of its quality would still pass): benchmarks/RESULTS.md,
-  # "Demo detector quality", records 0.923, 0.925 and 0.958, and 0.86 as the low
-  # end of the fresh clones of issue 24 (a fresh clone of issue 49: 0.895). 0.80
-  # leaves 0.06 below the lowest of them for run-to-run spread.
+  # "Demo detector quality", records 0.923, 0.925 and 0.958, and a fresh clone of
+  # issue 49 reached 0.895. 0.80 leaves about 0.1 below the lowest of them for
+  # run-to-run spread.
   assert float(match.group('map50')) >= _MAP50_FLOOR, match.group(0)
   assert float(match.group('rate')) > 0
 
