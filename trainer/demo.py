@@ -20,9 +20,9 @@ On a fresh machine, with nothing but the package installed:
    "Groundtruth" panel right (black boxes labelled with their class names);
 6. prints one summary line: mAP@0.5, steps, examples/sec and the paths.
 
-With the defaults this takes about 3-4 minutes on 2 CPU cores and reaches
-mAP@0.5 of 0.86-0.96 over repeated runs (benchmarks/RESULTS.md; a slow test checks
->= 0.80, under the lowest of them). Train longer with
+With the defaults one run took 364 s on 2 CPU cores; recorded runs reached
+mAP@0.5 0.895-0.958 (benchmarks/RESULTS.md; a slow test checks >= 0.80, under
+the lowest of them). Train longer with
 --num_train_steps; the cosine learning rate follows the step count.
 """
 
