@@ -73,16 +73,18 @@ def test_one_device_strategy_trains_like_no_strategy_on_its_device(tmp_path):
   assert devices['MatMul'] == '/device:CPU:1'
 
 
-def test_one_device_strategy_needs_no_tower_optimizer(tmp_path):
-  def model_fn(features, labels, mode):
-    predictions = tf.compat.v1.layers.dense(features['x'], 1)
-    loss = tf.compat.v1.losses.mean_squared_error(labels, predictions)
-    train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
-        loss, tf.compat.v1.train.get_global_step())
-    return tfe.EstimatorSpec(mode, loss=loss, train_op=train_op)
+def _plain_optimizer_model_fn(features, labels, mode):
+  """A model_fn whose optimizer is not wrapped in TowerOptimizer."""
+  predictions = tf.compat.v1.layers.dense(features['x'], 1)
+  loss = tf.compat.v1.losses.mean_squared_error(labels, predictions)
+  train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+      loss, tf.compat.v1.train.get_global_step())
+  return tfe.EstimatorSpec(mode, loss=loss, train_op=train_op)
 
+
+def test_one_device_strategy_needs_no_tower_optimizer(tmp_path):
   config = tfe.RunConfig(train_distribute=tf.compat.v1.distribute.OneDeviceStrategy('/cpu:0'))
-  est = tfe.Estimator(model_fn, model_dir=str(tmp_path), config=config)
+  est = tfe.Estimator(_plain_optimizer_model_fn, model_dir=str(tmp_path), config=config)
   est.train(program.input_fn_for(4), max_steps=2)
   assert est.get_variable_value('global_step') == 2
 
@@ -116,16 +118,9 @@ def test_mirrored_with_one_device_trains_without_clones(tmp_path):
 
 
 def test_mirrored_clones_need_a_tower_optimizer(tmp_path):
-  def model_fn(features, labels, mode):
-    predictions = tf.compat.v1.layers.dense(features['x'], 1)
-    loss = tf.compat.v1.losses.mean_squared_error(labels, predictions)
-    train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
-        loss, tf.compat.v1.train.get_global_step())
-    return tfe.EstimatorSpec(mode, loss=loss, train_op=train_op)
-
   config = tfe.RunConfig(session_config=program.two_cpu_session_config(),
                          train_distribute=tf.distribute.MirroredStrategy(devices=_TWO_CPUS))
-  est = tfe.Estimator(model_fn, model_dir=str(tmp_path), config=config)
+  est = tfe.Estimator(_plain_optimizer_model_fn, model_dir=str(tmp_path), config=config)
   with pytest.raises(ValueError, match=r'^Estimator with train_distribute=MirroredStrategy: '
                      'the model_fn built its train_op without TowerOptimizer'):
     est.train(program.input_fn_for(4), max_steps=1)
