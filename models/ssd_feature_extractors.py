@@ -11,12 +11,16 @@ additional layer asked for:
 
 Variables live under `FeatureExtractor/<backbone scope>/...` (the backbone,
 named as in a classification checkpoint of that backbone) and
-`FeatureExtractor/ExtraLayers/...`.
+`FeatureExtractor/ExtraLayers/...`. These are slimtrain's own small
+extractors (types 'small_mobilenet_v1', 'small_resnet'), cheap enough for the
+CPU demo; the zoo's extractors live in models/ssd_*_feature_extractors.py.
 
 Usage:
 
     extractor = ssd_feature_extractors.SmallMobilenetV1FeatureExtractor(
-        is_training=True, depth_multiplier=0.5, min_depth=8, num_layers=4)
+        is_training=True, depth_multiplier=0.5, min_depth=8, pad_to_multiple=1,
+        conv_hyperparams_fn=hyperparams_builder.build(hyperparams_config, True),
+        num_layers=4)
     images = extractor.preprocess(resized_images)          # [0, 255] -> [-1, 1]
     with tf.compat.v1.variable_scope('FeatureExtractor'):
       feature_maps = extractor.extract_features(images)     # list of 4 tensors
@@ -26,22 +30,18 @@ import tensorflow as tf
 import tf_slim as slim
 
 from models import backbones
+from models import ssd_meta_arch
 
 # Depths (before depth_multiplier) of the extra stride-2 layers.
 _EXTRA_LAYER_DEPTHS = [256, 256, 128, 128, 64]
 
 
-class SSDFeatureExtractor:
-  """Base class: a backbone trunk plus extra layers yielding `num_layers` maps.
+class SmallBackboneFeatureExtractor(ssd_meta_arch.SSDFeatureExtractor):
+  """Base class: a small backbone trunk plus extra layers yielding `num_layers` maps.
 
-  Args:
-    is_training: whether batch norm trains.
-    depth_multiplier: width multiplier of every layer.
-    min_depth: smallest layer depth.
-    num_layers: number of feature maps (= the anchor generator's layers).
-    weight_decay: L2 regularization of the convolution weights.
-    use_batch_norm: batch norm after every convolution.
-    batch_norm_decay: batch-norm moving-average decay.
+  Every layer, the backbone's included, is built under `conv_hyperparams_fn()`
+  (these backbones have no classification-checkpoint defaults of their own,
+  so `override_base_feature_extractor_hyperparams` changes nothing).
 
   Raises:
     ValueError: on num_layers outside [1, 3 + number of extra layers] or a
@@ -49,10 +49,17 @@ class SSDFeatureExtractor:
   """
 
   backbone_name = None        # key of backbones.BASES
-  activation_fn = staticmethod(tf.nn.relu6)
 
-  def __init__(self, is_training, depth_multiplier=1.0, min_depth=16, num_layers=6,
-               weight_decay=4e-5, use_batch_norm=True, batch_norm_decay=0.99):
+  def __init__(self, is_training, depth_multiplier, min_depth, pad_to_multiple,
+               conv_hyperparams_fn, reuse_weights=None, use_explicit_padding=False,
+               use_depthwise=False, num_layers=6,
+               override_base_feature_extractor_hyperparams=False):
+    super().__init__(is_training, depth_multiplier, min_depth, pad_to_multiple,
+                     conv_hyperparams_fn, reuse_weights=reuse_weights,
+                     use_explicit_padding=use_explicit_padding, use_depthwise=use_depthwise,
+                     num_layers=num_layers,
+                     override_base_feature_extractor_hyperparams=(
+                         override_base_feature_extractor_hyperparams))
     max_layers = len(backbones.FEATURE_END_POINTS[self.backbone_scope]) + len(
         _EXTRA_LAYER_DEPTHS)
     if not 1 <= num_layers <= max_layers:
@@ -62,22 +69,11 @@ class SSDFeatureExtractor:
     if depth_multiplier <= 0:
       raise ValueError('feature_extractor.depth_multiplier must be positive, got %s'
                        % depth_multiplier)
-    self._depth_multiplier = depth_multiplier
-    self._min_depth = min_depth
-    self._num_layers = num_layers
-    # What backbones.arg_scope needs to build every layer of the extractor.
-    self._layer_hyperparams = dict(is_training=is_training, weight_decay=weight_decay,
-                                   use_batch_norm=use_batch_norm,
-                                   batch_norm_decay=batch_norm_decay)
 
   @property
   def backbone_scope(self):
     """Variable scope of the backbone, as in its classification checkpoint."""
     return backbones.BASES[self.backbone_name][1]
-
-  @property
-  def num_layers(self):
-    return self._num_layers
 
   def preprocess(self, resized_inputs):
     """Maps [0, 255] pixel values to [-1, 1]."""
@@ -97,13 +93,11 @@ class SSDFeatureExtractor:
     if shape.ndims != 4:
       raise ValueError('extract_features expects [batch, height, width, channels], got %s'
                        % shape)
-    if shape[1] is not None and shape[2] is not None and min(shape[1], shape[2]) < 32:
-      raise ValueError('SSD feature extractors need images of at least 32x32, got %dx%d'
-                       % (shape[1], shape[2]))
+    ssd_meta_arch.check_min_image_dim(32, preprocessed_inputs)
+    images = ssd_meta_arch.pad_to_multiple(preprocessed_inputs, self._pad_to_multiple)
     base_fn = backbones.BASES[self.backbone_name][0]
-    with slim.arg_scope(backbones.arg_scope(activation_fn=self.activation_fn,
-                                            **self._layer_hyperparams)):
-      _, end_points = base_fn(preprocessed_inputs, depth_multiplier=self._depth_multiplier,
+    with slim.arg_scope(self._conv_hyperparams_fn()):
+      _, end_points = base_fn(images, depth_multiplier=self._depth_multiplier,
                               min_depth=self._min_depth, scope=self.backbone_scope)
       names = backbones.FEATURE_END_POINTS[self.backbone_scope]
       feature_maps = [end_points[name] for name in names][:self._num_layers]
@@ -119,15 +113,14 @@ class SSDFeatureExtractor:
     return feature_maps
 
 
-class SmallMobilenetV1FeatureExtractor(SSDFeatureExtractor):
+class SmallMobilenetV1FeatureExtractor(SmallBackboneFeatureExtractor):
   """SSD feature extractor over the depthwise-separable SmallMobilenetV1."""
   backbone_name = 'small_mobilenet_v1'
 
 
-class SmallResnetFeatureExtractor(SSDFeatureExtractor):
+class SmallResnetFeatureExtractor(SmallBackboneFeatureExtractor):
   """SSD feature extractor over the residual SmallResnet."""
   backbone_name = 'small_resnet'
-  activation_fn = staticmethod(tf.nn.relu)
 
 
 FEATURE_EXTRACTORS = {
