@@ -38,9 +38,15 @@ class MultipleGridAnchorGenerator:
     base_anchor_size: [height, width] the scales are relative to (default
       [1.0, 1.0], i.e. the whole normalized image).
     clip_window: optional [ymin, xmin, ymax, xmax] the anchors are clipped to.
+    anchor_strides: optional (stride_y, stride_x) per layer, in pixels of the
+      input image (the OD API's height_stride / width_stride); default: the
+      layer's cell size.
+    anchor_offsets: optional (offset_y, offset_x) per layer, in pixels, of the
+      first anchor centre; default: half the stride.
   """
 
-  def __init__(self, box_specs_list, base_anchor_size=None, clip_window=None):
+  def __init__(self, box_specs_list, base_anchor_size=None, clip_window=None,
+               anchor_strides=None, anchor_offsets=None):
     if not box_specs_list or not all(
         isinstance(specs, (list, tuple)) and specs for specs in box_specs_list):
       raise ValueError('box_specs_list must be a non-empty list of non-empty '
@@ -49,6 +55,12 @@ class MultipleGridAnchorGenerator:
       for spec in specs:
         if len(spec) != 2:
           raise ValueError('box spec must be (scale, aspect_ratio), got %r' % (spec,))
+    for name, pairs in (('anchor_strides', anchor_strides), ('anchor_offsets', anchor_offsets)):
+      if pairs is not None and len(pairs) != len(box_specs_list):
+        raise ValueError('%s must have one (y, x) pair per layer (%d), got %r'
+                         % (name, len(box_specs_list), pairs))
+    self._anchor_strides = anchor_strides
+    self._anchor_offsets = anchor_offsets
     self._box_specs = [list(specs) for specs in box_specs_list]
     self._base_anchor_size = list(base_anchor_size or [1.0, 1.0])
     self._clip_window = clip_window
@@ -79,6 +91,17 @@ class MultipleGridAnchorGenerator:
       sizes.append(np.array(layer, dtype=np.float32))
     return sizes
 
+  def _normalized_stride_and_offset(self, layer, im_height, im_width):
+    """The layer's (stride, offset) in normalized coordinates, or (None, None)."""
+    if self._anchor_strides is None:
+      return None, None
+    stride_y, stride_x = self._anchor_strides[layer]
+    stride = (float(stride_y) / im_height, float(stride_x) / im_width)
+    if self._anchor_offsets is None:
+      return stride, None
+    offset_y, offset_x = self._anchor_offsets[layer]
+    return stride, (float(offset_y) / im_height, float(offset_x) / im_width)
+
   def generate(self, feature_map_shape_list, im_height=1, im_width=1):
     """Returns the anchors of all feature maps as one [N, 4] float32 tensor.
 
@@ -103,13 +126,14 @@ class MultipleGridAnchorGenerator:
           'number of feature maps)' % (len(feature_map_shape_list), len(self._box_specs)))
     with tf.compat.v1.name_scope(self.name_scope()):
       anchors = []
-      for (height, width), sizes in zip(feature_map_shape_list,
-                                         self.anchor_sizes(im_height, im_width)):
+      for layer, ((height, width), sizes) in enumerate(
+          zip(feature_map_shape_list, self.anchor_sizes(im_height, im_width))):
         if not (isinstance(height, (int, np.integer)) and isinstance(width, (int, np.integer))
                 and height > 0 and width > 0):
           raise ValueError('feature map shape must be two positive ints, got %r'
                            % ((height, width),))
-        anchors.append(grid_anchors(height, width, sizes))
+        stride, offset = self._normalized_stride_and_offset(layer, im_height, im_width)
+        anchors.append(grid_anchors(height, width, sizes, stride, offset))
       boxes = np.concatenate(anchors, axis=0)
       if self._clip_window is not None:
         ymin, xmin, ymax, xmax = self._clip_window
@@ -119,19 +143,25 @@ class MultipleGridAnchorGenerator:
       return tf.constant(boxes, dtype=tf.float32, name='anchors')
 
 
-def grid_anchors(grid_height, grid_width, anchor_sizes):
+def grid_anchors(grid_height, grid_width, anchor_sizes, stride=None, offset=None):
   """Returns numpy [H * W * A, 4] anchors centred on an H x W grid.
 
   Args:
     grid_height: rows of the feature map.
     grid_width: columns of the feature map.
     anchor_sizes: float array [A, 2] of normalized (height, width).
+    stride: optional normalized (y, x) distance of neighbouring centres
+      (default: 1 / grid size).
+    offset: optional normalized (y, x) centre of the first cell (default:
+      half the stride).
 
   Returns:
     float32 array ordered by row, column, then anchor.
   """
-  centers_y = (np.arange(grid_height, dtype=np.float32) + 0.5) / grid_height
-  centers_x = (np.arange(grid_width, dtype=np.float32) + 0.5) / grid_width
+  stride = stride or (1.0 / grid_height, 1.0 / grid_width)
+  offset = offset or (stride[0] / 2.0, stride[1] / 2.0)
+  centers_y = np.arange(grid_height, dtype=np.float32) * stride[0] + offset[0]
+  centers_x = np.arange(grid_width, dtype=np.float32) * stride[1] + offset[1]
   cy, cx = np.meshgrid(centers_y, centers_x, indexing='ij')       # [H, W]
   cy = cy[:, :, None]
   cx = cx[:, :, None]
@@ -148,7 +178,9 @@ def create_ssd_anchors(num_layers=6,
                        aspect_ratios=(1.0, 2.0, 3.0, 1.0 / 2, 1.0 / 3),
                        interpolated_scale_aspect_ratio=1.0,
                        base_anchor_size=None,
-                       reduce_boxes_in_lowest_layer=True):
+                       reduce_boxes_in_lowest_layer=True,
+                       anchor_strides=None,
+                       anchor_offsets=None):
   """Creates the SSD paper's anchor layout as a MultipleGridAnchorGenerator.
 
   Args:
@@ -162,6 +194,8 @@ def create_ssd_anchors(num_layers=6,
     base_anchor_size: [height, width] the scales multiply (default [1, 1]).
     reduce_boxes_in_lowest_layer: the first layer gets just three anchors:
       (0.1, 1.0), (s_0, 2.0), (s_0, 0.5).
+    anchor_strides: optional (y, x) pixel strides per layer.
+    anchor_offsets: optional (y, x) pixel offsets per layer.
 
   Returns:
     A MultipleGridAnchorGenerator.
@@ -192,4 +226,59 @@ def create_ssd_anchors(num_layers=6,
       if interpolated_scale_aspect_ratio > 0.0:
         specs.append((math.sqrt(scale * scale_next), interpolated_scale_aspect_ratio))
     box_specs_list.append(specs)
-  return MultipleGridAnchorGenerator(box_specs_list, base_anchor_size=base_anchor_size)
+  return MultipleGridAnchorGenerator(box_specs_list, base_anchor_size=base_anchor_size,
+                                     anchor_strides=anchor_strides,
+                                     anchor_offsets=anchor_offsets)
+
+
+class MultiscaleGridAnchorGenerator(MultipleGridAnchorGenerator):
+  """RetinaNet's anchors: one grid per pyramid level `min_level..max_level`.
+
+  Level l has cells 2^l pixels apart; its anchors are
+  anchor_scale * 2^l * 2^(i / scales_per_octave) pixels on a side (i <
+  scales_per_octave) times each aspect ratio, listed aspect ratio first, then
+  scale within it, as the OD API lists them (a zoo checkpoint's prediction
+  channels follow that order).
+
+  Args:
+    min_level: finest pyramid level (stride 2^min_level).
+    max_level: coarsest level.
+    anchor_scale: anchor side in units of the level's stride.
+    aspect_ratios: width/height ratios.
+    scales_per_octave: scales between consecutive levels.
+    normalize_coordinates: anchors in [0, 1] image coordinates (False:
+      pixels).
+
+  Raises:
+    ValueError: on max_level < min_level, no aspect ratio or a bad scale count.
+  """
+
+  def __init__(self, min_level, max_level, anchor_scale, aspect_ratios, scales_per_octave,
+               normalize_coordinates=True):
+    if max_level < min_level:
+      raise ValueError('multiscale anchors need min_level <= max_level, got %d and %d'
+                       % (min_level, max_level))
+    if not aspect_ratios or scales_per_octave < 1:
+      raise ValueError('multiscale anchors need aspect_ratios and scales_per_octave >= 1')
+    if not normalize_coordinates:
+      raise ValueError('multiscale_anchor_generator.normalize_coordinates: false is not '
+                       'supported (the SSD works in normalized coordinates)')
+    self._levels = list(range(min_level, max_level + 1))
+    self._anchor_scale = anchor_scale
+    octave_scales = [2.0 ** (i / float(scales_per_octave)) for i in range(scales_per_octave)]
+    specs = [(scale, float(ratio)) for ratio in aspect_ratios for scale in octave_scales]
+    super().__init__([list(specs) for _ in self._levels],
+                     anchor_strides=[(2 ** level, 2 ** level) for level in self._levels])
+
+  def name_scope(self):
+    return 'MultiscaleGridAnchorGenerator'
+
+  def anchor_sizes(self, im_height=1, im_width=1):
+    """Per level, [num_anchors, 2] normalized (height, width)."""
+    sizes = []
+    for level, specs in zip(self._levels, self._box_specs):
+      base = self._anchor_scale * 2 ** level
+      layer = [(base * scale / math.sqrt(ratio) / im_height,
+                base * scale * math.sqrt(ratio) / im_width) for scale, ratio in specs]
+      sizes.append(np.array(layer, dtype=np.float32))
+    return sizes

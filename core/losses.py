@@ -6,6 +6,7 @@ weights, and returns the *unreduced* loss so that the caller can normalize it
 
     loss                             prediction / target        returns
     WeightedSmoothL1LocalizationLoss [B, M, 4] box encodings    [B, M]
+    WeightedL2LocalizationLoss       [B, M, 4] box encodings    [B, M]
     WeightedSigmoidClassificationLoss [B, M, K] logits / 0-1    [B, M, K]
     SigmoidFocalClassificationLoss   [B, M, K] logits / 0-1     [B, M, K]
     WeightedSoftmaxClassificationLoss [B, M, K] logits/one-hot  [B, M]
@@ -79,6 +80,16 @@ class WeightedSmoothL1LocalizationLoss(Loss):
     linear = diff - 0.5 * self._delta
     per_coordinate = tf.where(diff < self._delta, quadratic, linear)
     return tf.reduce_sum(per_coordinate, axis=2) * tf.cast(weights, per_coordinate.dtype)
+
+
+class WeightedL2LocalizationLoss(Loss):
+  """Half the squared error of the weighted code, summed over the code dimension."""
+
+  def _compute_loss(self, prediction_tensor, target_tensor, weights):
+    """Args: weights float [B, M]. Returns float [B, M]."""
+    weighted_difference = (prediction_tensor - target_tensor) * _expand_weights(
+        weights, prediction_tensor)
+    return tf.reduce_sum(0.5 * tf.square(weighted_difference), axis=2)
 
 
 class WeightedSigmoidClassificationLoss(Loss):

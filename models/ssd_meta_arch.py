@@ -39,6 +39,129 @@ LOCALIZATION_LOSS = 'Loss/localization_loss'
 CLASSIFICATION_LOSS = 'Loss/classification_loss'
 
 
+class SSDFeatureExtractor:
+  """What the SSD needs from a feature extractor; subclass it for a new one.
+
+  The constructor takes the OD API's arguments, so an extractor written for
+  the OD API's SSD (TF1, slim) drops in: `conv_hyperparams_fn()` returns the
+  slim arg_scope of the layers the extractor adds (and of its base network
+  too when `override_base_feature_extractor_hyperparams` is set).
+  `SSDMetaArch.predict` calls `extract_features` inside the variable scope
+  'FeatureExtractor', so a MobileNet-v1 extractor that opens 'MobilenetV1'
+  creates `FeatureExtractor/MobilenetV1/...`, the zoo checkpoints' names.
+
+  Args:
+    is_training: whether the network trains (batch norm, dropout).
+    depth_multiplier: width multiplier of the base network and extra layers.
+    min_depth: smallest number of channels of a layer.
+    pad_to_multiple: zero-pad the input's height and width up to a multiple
+      of this before extracting features.
+    conv_hyperparams_fn: fn() -> slim arg_scope for the convolutions.
+    reuse_weights: passed to the extractor's variable scope.
+    use_explicit_padding: pad explicitly instead of SAME padding.
+    use_depthwise: depthwise-separable convolutions in the extra layers.
+    num_layers: number of feature maps the extractor returns.
+    override_base_feature_extractor_hyperparams: build the base network with
+      `conv_hyperparams_fn` too instead of its own defaults.
+  """
+
+  # Scope of the base network in its classification checkpoint ('MobilenetV1').
+  backbone_scope = None
+
+  def __init__(self, is_training, depth_multiplier, min_depth, pad_to_multiple,
+               conv_hyperparams_fn, reuse_weights=None, use_explicit_padding=False,
+               use_depthwise=False, num_layers=6,
+               override_base_feature_extractor_hyperparams=False):
+    self._is_training = is_training
+    self._depth_multiplier = depth_multiplier
+    self._min_depth = min_depth
+    self._pad_to_multiple = pad_to_multiple
+    self._conv_hyperparams_fn = conv_hyperparams_fn
+    self._reuse_weights = reuse_weights
+    self._use_explicit_padding = use_explicit_padding
+    self._use_depthwise = use_depthwise
+    self._num_layers = num_layers
+    self._override_base_feature_extractor_hyperparams = (
+        override_base_feature_extractor_hyperparams)
+
+  @property
+  def is_keras_model(self):
+    return False
+
+  @property
+  def num_layers(self):
+    return self._num_layers
+
+  def preprocess(self, resized_inputs):
+    """Maps resized [0, 255] images to the range the network was trained on."""
+    raise NotImplementedError('%s.preprocess' % type(self).__name__)
+
+  def extract_features(self, preprocessed_inputs):
+    """Returns the list of feature maps [B, H_k, W_k, D_k], finest first."""
+    raise NotImplementedError('%s.extract_features' % type(self).__name__)
+
+  def restore_from_classification_checkpoint_fn(self, feature_extractor_scope):
+    """{name in a classification checkpoint: variable} of the base network.
+
+    A variable `<feature_extractor_scope>/<backbone_scope>/...` is named
+    `<backbone_scope>/...` in the base network's classification checkpoint.
+
+    Args:
+      feature_extractor_scope: the scope extract_features ran in
+        ('FeatureExtractor').
+    """
+    prefix = feature_extractor_scope + '/'
+    variables = {}
+    # Model variables: optimizer slots and moving-average shadows are not in
+    # a classification checkpoint.
+    for variable in slim.get_model_variables():
+      name = variable.op.name
+      if name.startswith(prefix):
+        stripped = name[len(prefix):]
+        if self.backbone_scope is None or stripped.startswith(self.backbone_scope + '/'):
+          variables[stripped] = variable
+    return variables
+
+
+def pad_to_multiple(images, multiple):
+  """Zero-pads [B, H, W, C] at the bottom and right to multiples of `multiple`."""
+  if multiple <= 1:
+    return images
+  height, width = images.shape[1], images.shape[2]
+  if height is not None and width is not None:
+    padded_height = -(-int(height) // multiple) * multiple
+    padded_width = -(-int(width) // multiple) * multiple
+    if (padded_height, padded_width) == (height, width):
+      return images
+    return tf.pad(images, [[0, 0], [0, padded_height - height],
+                           [0, padded_width - width], [0, 0]])
+  shape = tf.shape(images)
+  padded_height = (shape[1] + multiple - 1) // multiple * multiple
+  padded_width = (shape[2] + multiple - 1) // multiple * multiple
+  return tf.pad(images, [[0, 0], [0, padded_height - shape[1]],
+                         [0, padded_width - shape[2]], [0, 0]])
+
+
+def check_min_image_dim(min_dim, images):
+  """Returns `images`, checking that height and width are at least `min_dim`.
+
+  Raises:
+    ValueError: if the static height or width is smaller (a dynamic shape is
+      checked when the graph runs).
+  """
+  height, width = images.shape[1], images.shape[2]
+  if height is None or width is None:
+    check = tf.debugging.assert_greater_equal(
+        tf.reduce_min(tf.shape(images)[1:3]), min_dim,
+        message='image height and width must be at least %d' % min_dim)
+    with tf.control_dependencies([check]):
+      return tf.identity(images)
+  if height < min_dim or width < min_dim:
+    raise ValueError('image size must be >= %d in both height and width; got %dx%d'
+                     % (min_dim, height, width))
+  return images
+
+
 def fixed_shape_resizer(height, width, method=tf.image.ResizeMethod.BILINEAR):
   """Returns fn(images [B, H, W, C]) -> (resized [B, height, width, C], shapes [B, 3]).
 
@@ -66,7 +189,7 @@ class SSDMetaArch(model.DetectionModel):
     anchor_generator: core.anchor_generator.MultipleGridAnchorGenerator.
     box_predictor: models.box_predictor.ConvolutionalBoxPredictor.
     box_coder: core.box_coder.FasterRcnnBoxCoder.
-    feature_extractor: models.ssd_feature_extractors.SSDFeatureExtractor.
+    feature_extractor: an SSDFeatureExtractor (see above).
     matcher: core.matcher.ArgMaxMatcher.
     image_resizer_fn: fn(images) -> (resized, true_image_shapes).
     non_max_suppression_fn: fn(boxes, scores, clip_window=...,
@@ -80,6 +203,16 @@ class SSDMetaArch(model.DetectionModel):
     normalize_loss_by_num_matches: divide both losses by the matched anchors.
     hard_example_miner: optional core.hard_example_miner.HardExampleMiner.
     similarity_fn: fn(gt_boxes, anchors) -> [N, M] (default IoU).
+    encode_background_as_zeros: unmatched anchors get an all-zero class
+      target (background column included) instead of one-hot background; the
+      OD API's choice for sigmoid and focal losses.
+    negative_class_weight: classification weight of unmatched anchors.
+    normalize_loc_loss_by_codesize: divide the localization loss by the box
+      code size too.
+    freeze_batchnorm: batch norm layers the conv_hyperparams leave open use
+      their moving statistics even when training.
+    inplace_batchnorm_update: batch norm updates its moving statistics in the
+      forward pass instead of through UPDATE_OPS.
     add_summaries: add scalar summaries of the target assignment.
   """
 
@@ -88,7 +221,10 @@ class SSDMetaArch(model.DetectionModel):
                score_conversion_fn, classification_loss, localization_loss,
                classification_loss_weight=1.0, localization_loss_weight=1.0,
                normalize_loss_by_num_matches=True, hard_example_miner=None,
-               similarity_fn=None, add_summaries=True):
+               similarity_fn=None, encode_background_as_zeros=False,
+               negative_class_weight=1.0, normalize_loc_loss_by_codesize=False,
+               freeze_batchnorm=False, inplace_batchnorm_update=False,
+               add_summaries=True):
     super().__init__(num_classes=box_predictor.num_classes)
     self._is_training = is_training
     self._anchor_generator = anchor_generator
@@ -105,13 +241,14 @@ class SSDMetaArch(model.DetectionModel):
     self._normalize_loss_by_num_matches = normalize_loss_by_num_matches
     self._hard_example_miner = hard_example_miner
     self._add_summaries = add_summaries
+    self._encode_background_as_zeros = encode_background_as_zeros
+    self._normalize_loc_loss_by_codesize = normalize_loc_loss_by_codesize
+    self._freeze_batchnorm = freeze_batchnorm
+    self._inplace_batchnorm_update = inplace_batchnorm_update
     self._target_assigner = target_assigner_lib.TargetAssigner(
-        matcher, box_coder, similarity_fn=similarity_fn)
+        matcher, box_coder, similarity_fn=similarity_fn,
+        negative_class_weight=negative_class_weight)
     self._anchors = None
-    if len(anchor_generator.num_anchors_per_location()) != feature_extractor.num_layers:
-      raise ValueError(
-          'anchor_generator has %d layers but the feature extractor makes %d feature maps'
-          % (len(anchor_generator.num_anchors_per_location()), feature_extractor.num_layers))
 
   @property
   def anchors(self):
@@ -155,13 +292,26 @@ class SSDMetaArch(model.DetectionModel):
       anchors [M, 4].
     """
     del true_image_shapes
-    with tf.compat.v1.variable_scope(FEATURE_EXTRACTOR_SCOPE, values=[preprocessed_inputs]):
-      feature_maps = self._feature_extractor.extract_features(preprocessed_inputs)
-    shapes = [(int(f.shape[1]), int(f.shape[2])) for f in feature_maps]
-    height, width = int(preprocessed_inputs.shape[1]), int(preprocessed_inputs.shape[2])
-    self._anchors = self._anchor_generator.generate(shapes, im_height=height, im_width=width)
-    predictions = self._box_predictor.predict(
-        feature_maps, self._anchor_generator.num_anchors_per_location())
+    # The OD API's batch-norm defaults for layers no conv_hyperparams scope sets.
+    updates_collections = (None if self._inplace_batchnorm_update
+                           else tf.compat.v1.GraphKeys.UPDATE_OPS)
+    with slim.arg_scope([slim.batch_norm],
+                        is_training=self._is_training and not self._freeze_batchnorm,
+                        updates_collections=updates_collections):
+      with tf.compat.v1.variable_scope(FEATURE_EXTRACTOR_SCOPE,
+                                       values=[preprocessed_inputs]):
+        feature_maps = self._feature_extractor.extract_features(preprocessed_inputs)
+      num_anchors_per_location = self._anchor_generator.num_anchors_per_location()
+      if len(feature_maps) != len(num_anchors_per_location):
+        raise ValueError(
+            'the feature extractor made %d feature maps but the anchor generator has %d '
+            'layers (anchor_generator ... num_layers, or min_level/max_level, must match)'
+            % (len(feature_maps), len(num_anchors_per_location)))
+      shapes = [(int(f.shape[1]), int(f.shape[2])) for f in feature_maps]
+      height, width = int(preprocessed_inputs.shape[1]), int(preprocessed_inputs.shape[2])
+      self._anchors = self._anchor_generator.generate(shapes, im_height=height,
+                                                      im_width=width)
+      predictions = self._box_predictor.predict(feature_maps, num_anchors_per_location)
     if self._add_summaries:
       for index, feature_map in enumerate(feature_maps):
         tf.compat.v1.summary.histogram('feature_map_%d' % index, feature_map)
@@ -243,7 +393,10 @@ class SSDMetaArch(model.DetectionModel):
         weights_list = self.groundtruth_lists(fields.BoxListFields.weights)
       labels_list = [tf.pad(tf.cast(classes, tf.float32), [[0, 0], [1, 0]])
                      for classes in classes_list]
-      background = tf.one_hot(0, self.num_classes + 1, dtype=tf.float32)
+      if self._encode_background_as_zeros:
+        background = tf.zeros([self.num_classes + 1], dtype=tf.float32)
+      else:
+        background = tf.one_hot(0, self.num_classes + 1, dtype=tf.float32)
       targets = target_assigner_lib.batch_assign_targets(
           self._target_assigner, prediction_dict['anchors'], boxes_list, labels_list,
           unmatched_class_label=background, groundtruth_weights_list=weights_list)
@@ -271,8 +424,11 @@ class SSDMetaArch(model.DetectionModel):
       normalizer = 1.0
       if self._normalize_loss_by_num_matches:
         normalizer = tf.maximum(num_matches, 1.0)
-      localization_loss = tf.multiply(self._localization_loss_weight / normalizer, loc_sum,
-                                      name='localization_loss')
+      loc_normalizer = normalizer
+      if self._normalize_loc_loss_by_codesize:
+        loc_normalizer *= float(box_encodings.shape[-1])
+      localization_loss = tf.multiply(self._localization_loss_weight / loc_normalizer,
+                                      loc_sum, name='localization_loss')
       classification_loss = tf.multiply(self._classification_loss_weight / normalizer,
                                         cls_sum, name='classification_loss')
       if self._add_summaries:
@@ -301,9 +457,8 @@ class SSDMetaArch(model.DetectionModel):
       ValueError: on an unknown fine_tune_checkpoint_type.
     """
     if fine_tune_checkpoint_type == 'classification':
-      prefix = '%s/%s/' % (FEATURE_EXTRACTOR_SCOPE, self._feature_extractor.backbone_scope)
-      return {var.op.name[len(FEATURE_EXTRACTOR_SCOPE) + 1:]: var
-              for var in slim.get_model_variables() if var.op.name.startswith(prefix)}
+      return self._feature_extractor.restore_from_classification_checkpoint_fn(
+          FEATURE_EXTRACTOR_SCOPE)
     if fine_tune_checkpoint_type == 'detection':
       if load_all_detection_checkpoint_vars:
         variables = tf.compat.v1.global_variables()

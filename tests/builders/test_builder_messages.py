@@ -1,17 +1,28 @@
 """Every builder checks the type of its message first; the DeployConfig builder."""
 
+import re
 import sys
 
 import pytest
 import tensorflow as tf
 
+from builders import anchor_generator_builder
+from builders import box_coder_builder
+from builders import box_predictor_builder
 from builders import decoder_builder
 from builders import deploy_config_builder
+from builders import hyperparams_builder
+from builders import image_resizer_builder
+from builders import losses_builder
+from builders import matcher_builder
 from builders import model_builder
 from builders import optimizer_builder
+from builders import post_processing_builder
 from builders import preprocessor_builder
+from builders import region_similarity_calculator_builder
+from protos import box_coder_pb2
 from protos import input_reader_pb2
-from protos import model_pb2
+from protos import matcher_pb2
 from protos import optimizer_pb2
 from protos import pipeline_pb2
 from protos import preprocessor_pb2
@@ -22,37 +33,48 @@ tf.compat.v1.disable_eager_execution()
 _WRONG = train_pb2.TrainConfig()
 
 _BUILDERS = [
-    (lambda c: model_builder.build(c, is_training=True), 'model_config', 'DetectionModel'),
-    (lambda c: model_builder.build_ssd(c, True), 'ssd_config', 'Ssd'),
-    (lambda c: model_builder.build_slim_classifier(c, True), 'slim_classifier_config',
-     'SlimClassifier'),
-    (model_builder.build_image_resizer, 'image_resizer_config', 'ImageResizer'),
-    (lambda c: model_builder.build_feature_extractor(c, True, 6), 'feature_extractor_config',
-     'SsdFeatureExtractor'),
-    (model_builder.build_box_coder, 'box_coder_config', 'BoxCoder'),
-    (model_builder.build_matcher, 'matcher_config', 'ArgMaxMatcher'),
-    (model_builder.build_anchor_generator, 'anchor_generator_config', 'AnchorGenerator'),
-    (lambda c: model_builder.build_box_predictor(c, True, 3), 'box_predictor_config',
-     'BoxPredictor'),
-    (model_builder.build_losses, 'loss_config', 'Loss'),
-    (lambda c: model_builder.build_hard_example_miner(c, 1.0, 1.0),
-     'hard_example_miner_config', 'HardExampleMiner'),
-    (model_builder.build_post_processing, 'post_processing_config', 'PostProcessing'),
+    (lambda c: model_builder.build(c, is_training=True),
+     'model_config not of type model_pb2.DetectionModel.'),
+    (lambda c: model_builder.build_ssd(c, True), 'ssd_config not of type ssd_pb2.Ssd.'),
+    (lambda c: model_builder.build_slim_classifier(c, True),
+     'slim_classifier_config not of type model_pb2.SlimClassifier.'),
+    (lambda c: model_builder.build_feature_extractor(c, True, 6),
+     'feature_extractor_config not of type ssd_pb2.SsdFeatureExtractor.'),
+    (image_resizer_builder.build,
+     'image_resizer_config not of type image_resizer_pb2.ImageResizer.'),
+    (box_coder_builder.build, 'box_coder_config not of type box_coder_pb2.BoxCoder.'),
+    (matcher_builder.build, 'matcher_config not of type matcher_pb2.Matcher.'),
+    (anchor_generator_builder.build,
+     'anchor_generator_config not of type anchor_generator_pb2.AnchorGenerator'),
+    (region_similarity_calculator_builder.build,
+     'region_similarity_calculator_config not of type '
+     'region_similarity_calculator_pb2.RegionsSimilarityCalculator'),
+    (lambda c: box_predictor_builder.build(hyperparams_builder.build, c, True, 3),
+     'box_predictor_config not of type box_predictor_pb2.BoxPredictor.'),
+    (lambda c: hyperparams_builder.build(c, True),
+     'hyperparams_config not of type hyperparams_pb.Hyperparams.'),
+    (losses_builder.build, 'loss_config not of type losses_pb2.Loss.'),
+    (losses_builder.build_classification_loss,
+     'loss_config not of type losses_pb2.ClassificationLoss.'),
+    (losses_builder.build_localization_loss,
+     'loss_config not of type losses_pb2.LocalizationLoss.'),
+    (lambda c: losses_builder.build_hard_example_miner(c, 1.0, 1.0),
+     'hard_example_miner_config not of type losses_pb2.HardExampleMiner.'),
+    (post_processing_builder.build,
+     'post_processing_config not of type post_processing_pb2.Postprocessing.'),
 ]
 
 
-@pytest.mark.parametrize('build, argument, message', _BUILDERS,
-                         ids=[argument for _, argument, _ in _BUILDERS])
-def test_model_sub_builders_reject_another_message(build, argument, message):
-  with pytest.raises(ValueError, match=r'^%s not of type model_pb2\.%s\.$' % (argument, message)):
+@pytest.mark.parametrize('build, message', _BUILDERS,
+                         ids=[message.split()[0] for _, message in _BUILDERS])
+def test_model_sub_builders_reject_another_message(build, message):
+  with pytest.raises(ValueError, match='^%s$' % re.escape(message)):
     build(_WRONG)
 
 
 def test_model_sub_builders_accept_their_message():
-  box_coder = model_builder.build_box_coder(model_pb2.BoxCoder())
-  assert box_coder is not None
-  matcher = model_builder.build_matcher(model_pb2.ArgMaxMatcher())
-  assert matcher is not None
+  assert box_coder_builder.build(box_coder_pb2.BoxCoder()) is not None
+  assert matcher_builder.build(matcher_pb2.Matcher()) is not None
 
 
 def test_other_builders_reject_another_message():

@@ -22,12 +22,16 @@ SSD_CONFIG = """
 ssd {
   num_classes: 2
   image_resizer { fixed_shape_resizer { height: 64 width: 64 } }
-  feature_extractor { type: "small_resnet" depth_multiplier: 0.25 min_depth: 8 }
+  feature_extractor { type: "small_resnet" depth_multiplier: 0.25 min_depth: 8
+    conv_hyperparams { activation: RELU initializer { truncated_normal_initializer {} }
+                       batch_norm { scale: true } } }
   box_coder { faster_rcnn_box_coder {} }
-  matcher { matched_threshold: 0.5 unmatched_threshold: 0.4 }
+  matcher { argmax_matcher { matched_threshold: 0.5 unmatched_threshold: 0.4 } }
   anchor_generator { ssd_anchor_generator { num_layers: 4 aspect_ratios: [1.0, 2.0] } }
-  box_predictor { convolutional_box_predictor { kernel_size: 1 num_layers_before_predictor: 1
-                                                use_dropout: true use_batch_norm: true } }
+  box_predictor { convolutional_box_predictor {
+    kernel_size: 1 num_layers_before_predictor: 1 min_depth: 8 max_depth: 16 use_dropout: true
+    conv_hyperparams { initializer { truncated_normal_initializer { stddev: 0.03 } }
+                       batch_norm {} } } }
   post_processing { batch_non_max_suppression { max_detections_per_class: 5
                                                 max_total_detections: 7 }
                     score_converter: SOFTMAX logit_scale: 2.0 }
@@ -79,6 +83,15 @@ class ModelBuilderTest(tf.test.TestCase):
     self.assertTrue(all(np.isfinite(v) for v in loss_dict.values()))
     self.assertEqual(detections['detection_boxes'].shape, (2, 7, 4))
 
+  def test_defaults_spelled_out_are_not_refused(self):
+    def edit(ssd):
+      ssd.add_background_class = True               # its default
+      ssd.post_processing.batch_non_max_suppression.use_static_shapes = True
+      ssd.matcher.argmax_matcher.use_matmul_gather = True
+    with tf.Graph().as_default():
+      self.assertIsInstance(model_builder.build(with_ssd(edit), is_training=True),
+                            ssd_meta_arch.SSDMetaArch)
+
   def test_ssd_focal_loss_and_miner(self):
     def edit(ssd):
       ssd.loss.classification_loss.weighted_sigmoid_focal.gamma = 2.0
@@ -116,8 +129,27 @@ class ModelBuilderTest(tf.test.TestCase):
         (with_ssd(lambda s: s.ClearField('anchor_generator')), 'ssd.anchor_generator'),
         (with_ssd(lambda s: setattr(s.anchor_generator.ssd_anchor_generator, 'num_layers', 12)),
          'num_layers'),
-        (with_ssd(lambda s: setattr(s.matcher, 'unmatched_threshold', 0.7)),
-         'ssd.matcher.unmatched_threshold'),
+        (with_ssd(lambda s: setattr(s.matcher.argmax_matcher, 'unmatched_threshold', 0.7)),
+         'ssd.matcher.argmax_matcher.unmatched_threshold'),
+        (with_ssd(lambda s: s.matcher.bipartite_matcher.SetInParent()),
+         r'^model.ssd.matcher.bipartite_matcher is set, but slimtrain does not build it'),
+        (with_ssd(lambda s: setattr(s.mask_head_config, 'mask_height', 9)),
+         r'^model.ssd.mask_head_config is set, but slimtrain does not build it'),
+        (with_ssd(lambda s: setattr(s, 'use_confidences_as_targets', True)),
+         'model.ssd.use_confidences_as_targets'),
+        (with_ssd(lambda s: s.feature_extractor.conv_hyperparams.ClearField('initializer')),
+         'model.ssd.feature_extractor.conv_hyperparams.initializer: set one of'),
+        (with_ssd(lambda s: s.box_predictor.mask_rcnn_box_predictor.SetInParent()),
+         'model.ssd.box_predictor.mask_rcnn_box_predictor is set, but slimtrain does not'),
+        (with_ssd(lambda s: s.image_resizer.keep_aspect_ratio_resizer.SetInParent()),
+         'keep_aspect_ratio_resizer: the SSD here needs a fixed input size'),
+        (with_ssd(lambda s: setattr(s.post_processing.batch_non_max_suppression,
+                                    'soft_nms_sigma', 0.5)),
+         'batch_non_max_suppression.soft_nms_sigma is set'),
+        (with_ssd(lambda s: s.loss.random_example_sampler.SetInParent()),
+         'model.ssd.loss.random_example_sampler is set'),
+        (parse('faster_rcnn { num_classes: 3 }'),
+         'model.faster_rcnn is set, but slimtrain does not build it yet'),
         (with_ssd(lambda s: setattr(s.post_processing.batch_non_max_suppression,
                                     'iou_threshold', 2.0)), 'iou_threshold'),
     ]

@@ -4,6 +4,9 @@ restore maps for both fine-tune types, clone reuse, and overfitting a tiny batch
 import numpy as np
 import tensorflow as tf
 import tf_slim as slim
+from google.protobuf import text_format
+
+from builders import hyperparams_builder
 
 from core import anchor_generator
 from core import box_coder
@@ -15,10 +18,28 @@ from models import box_predictor
 from models import slim_classifier
 from models import ssd_feature_extractors
 from models import ssd_meta_arch
+from protos import hyperparams_pb2
 
 tf.compat.v1.disable_eager_execution()
 
 NUM_LAYERS = 3
+_EXTRACTOR_HYPERPARAMS = """
+  activation: RELU_6
+  regularizer { l2_regularizer { weight: 0.00004 } }
+  initializer { variance_scaling_initializer { factor: 2.0 } }
+  batch_norm { decay: 0.99 scale: true }
+"""
+_PREDICTOR_HYPERPARAMS = """
+  activation: RELU_6
+  regularizer { l2_regularizer { weight: 0.00004 } }
+  initializer { truncated_normal_initializer { stddev: 0.03 } }
+"""
+
+
+def hyperparams(is_training, text):
+  """conv_hyperparams_fn of a Hyperparams text proto."""
+  return hyperparams_builder.build(text_format.Parse(text, hyperparams_pb2.Hyperparams()),
+                                   is_training)
 
 
 def build_ssd(is_training=True, num_classes=3, size=64, extractor='small_mobilenet_v1',
@@ -29,11 +50,14 @@ def build_ssd(is_training=True, num_classes=3, size=64, extractor='small_mobilen
   return ssd_meta_arch.SSDMetaArch(
       is_training=is_training,
       anchor_generator=generator,
-      box_predictor=box_predictor.ConvolutionalBoxPredictor(is_training, num_classes,
-                                                            kernel_size=3),
+      box_predictor=box_predictor.ConvolutionalBoxPredictor(
+          is_training, num_classes, hyperparams(is_training, _PREDICTOR_HYPERPARAMS),
+          min_depth=0, max_depth=0, num_layers_before_predictor=0, use_dropout=False,
+          dropout_keep_prob=0.8, kernel_size=3, box_code_size=4),
       box_coder=box_coder.FasterRcnnBoxCoder(),
       feature_extractor=ssd_feature_extractors.FEATURE_EXTRACTORS[extractor](
-          is_training, depth_multiplier=depth_multiplier, min_depth=8,
+          is_training, depth_multiplier=depth_multiplier, min_depth=8, pad_to_multiple=1,
+          conv_hyperparams_fn=hyperparams(is_training, _EXTRACTOR_HYPERPARAMS),
           num_layers=NUM_LAYERS),
       matcher=matcher.ArgMaxMatcher(0.5, 0.4, force_match_for_each_row=True),
       image_resizer_fn=ssd_meta_arch.fixed_shape_resizer(size, size),

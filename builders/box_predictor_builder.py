@@ -1,0 +1,119 @@
+"""Builds an SSD box predictor from a `BoxPredictor` proto.
+
+    convolutional_box_predictor               -> ConvolutionalBoxPredictor
+                                                 (also when unset; ssdlite with
+                                                 use_depthwise)
+    weight_shared_convolutional_box_predictor -> WeightSharedConvolutionalBoxPredictor
+                                                 (RetinaNet / FPN configs)
+
+Each takes its layers' hyperparameters from its own `conv_hyperparams`.
+mask_rcnn_box_predictor and rfcn_box_predictor are the two-stage models'
+and are refused here by name.
+
+    predictor = box_predictor_builder.build(hyperparams_builder.build,
+                                            ssd_config.box_predictor,
+                                            is_training=True, num_classes=90)
+"""
+
+import tensorflow as tf
+
+from builders import config_checks
+from models import box_predictor as box_predictor_lib
+from protos import box_predictor_pb2
+
+_TWO_STAGE = 'a two-stage (Faster R-CNN / R-FCN) box predictor; SSDs take '\
+             'convolutional_box_predictor or weight_shared_convolutional_box_predictor'
+
+
+def build(argscope_fn, box_predictor_config, is_training, num_classes,
+          add_background_class=True, path='model.ssd.box_predictor'):
+  """Returns the box predictor `box_predictor_config` describes.
+
+  Args:
+    argscope_fn: fn(hyperparams_config, is_training) -> fn() -> arg_scope
+      (builders.hyperparams_builder.build).
+    box_predictor_config: a box_predictor_pb2.BoxPredictor.
+    is_training: whether the model is built for training.
+    num_classes: classes without background.
+    add_background_class: predict a background column in front.
+    path: the block's place in the pipeline config, for error messages.
+
+  Raises:
+    ValueError: on a config of another type, an unsupported predictor or
+      option, or bad depths (named).
+  """
+  if not isinstance(box_predictor_config, box_predictor_pb2.BoxPredictor):
+    raise ValueError('box_predictor_config not of type box_predictor_pb2.BoxPredictor.')
+  kind = config_checks.oneof_choice(
+      box_predictor_config, 'box_predictor_oneof', path,
+      ('convolutional_box_predictor', 'weight_shared_convolutional_box_predictor'),
+      why={'mask_rcnn_box_predictor': _TWO_STAGE, 'rfcn_box_predictor': _TWO_STAGE})
+  if kind == 'weight_shared_convolutional_box_predictor':
+    return _build_weight_shared(argscope_fn, box_predictor_config.
+                                weight_shared_convolutional_box_predictor, is_training,
+                                num_classes, add_background_class, path + '.' + kind)
+  return _build_convolutional(argscope_fn, box_predictor_config.convolutional_box_predictor,
+                              is_training, num_classes, add_background_class,
+                              path + '.convolutional_box_predictor')
+
+
+def _build_convolutional(argscope_fn, config, is_training, num_classes,
+                         add_background_class, path):
+  config_checks.refuse_unsupported(
+      config, path, supported=(
+          'conv_hyperparams', 'min_depth', 'max_depth', 'num_layers_before_predictor',
+          'use_dropout', 'dropout_keep_probability', 'kernel_size', 'box_code_size',
+          'apply_sigmoid_to_scores', 'class_prediction_bias_init', 'use_depthwise',
+          'box_encodings_clip_range'))
+  if config.max_depth and config.min_depth > config.max_depth:
+    raise ValueError('%s.min_depth (%d) exceeds max_depth (%d)'
+                     % (path, config.min_depth, config.max_depth))
+  return box_predictor_lib.ConvolutionalBoxPredictor(
+      is_training=is_training,
+      num_classes=num_classes,
+      conv_hyperparams_fn=argscope_fn(config.conv_hyperparams, is_training),
+      min_depth=config.min_depth,
+      max_depth=config.max_depth,
+      num_layers_before_predictor=config.num_layers_before_predictor,
+      use_dropout=config.use_dropout,
+      dropout_keep_prob=config.dropout_keep_probability,
+      kernel_size=config.kernel_size,
+      box_code_size=config.box_code_size,
+      apply_sigmoid_to_scores=config.apply_sigmoid_to_scores,
+      add_background_class=add_background_class,
+      class_prediction_bias_init=config.class_prediction_bias_init,
+      use_depthwise=config.use_depthwise,
+      box_encodings_clip_range=_clip_range(config))
+
+
+def _build_weight_shared(argscope_fn, config, is_training, num_classes,
+                         add_background_class, path):
+  if config.depth < 1:
+    raise ValueError('%s.depth must be set to a positive depth, got %d' % (path, config.depth))
+  score_converter = box_predictor_pb2.WeightSharedConvolutionalBoxPredictor
+  score_converter_fn = (tf.sigmoid if config.score_converter == score_converter.SIGMOID
+                        else tf.identity)
+  return box_predictor_lib.WeightSharedConvolutionalBoxPredictor(
+      is_training=is_training,
+      num_classes=num_classes,
+      conv_hyperparams_fn=argscope_fn(config.conv_hyperparams, is_training),
+      depth=config.depth,
+      num_layers_before_predictor=config.num_layers_before_predictor,
+      box_code_size=config.box_code_size,
+      kernel_size=config.kernel_size,
+      add_background_class=add_background_class,
+      class_prediction_bias_init=config.class_prediction_bias_init,
+      use_dropout=config.use_dropout,
+      dropout_keep_prob=config.dropout_keep_probability,
+      share_prediction_tower=config.share_prediction_tower,
+      apply_batch_norm=config.conv_hyperparams.HasField('batch_norm'),
+      use_depthwise=config.use_depthwise,
+      score_converter_fn=score_converter_fn,
+      box_encodings_clip_range=_clip_range(config))
+
+
+def _clip_range(config):
+  """(min, max) of a predictor's box_encodings_clip_range, or None when unset."""
+  if not config.HasField('box_encodings_clip_range'):
+    return None
+  return (config.box_encodings_clip_range.min, config.box_encodings_clip_range.max)
