@@ -136,6 +136,14 @@ def _crop_operation_lists(operations, with_aspect_ratio=True):
   return {keyword: [window[keyword] for window in windows] for keyword in windows[0]}
 
 
+# Steps of the OD API's schema that parse but are not implemented here.
+NOT_BUILT_STEPS = (
+    'convert_class_logits_to_softmax', 'random_absolute_pad_image',
+    'random_self_concat_image', 'autoaugment_image', 'drop_label_probabilistically',
+    'remap_labels', 'random_jpeg_quality', 'random_downscale_to_target_pixels',
+    'random_patch_gaussian', 'random_square_crop_by_scale')
+
+
 def build(preprocessor_step_config):
   """Builds the augmentation function and its kwargs for one step.
 
@@ -240,11 +248,15 @@ def build(preprocessor_step_config):
       kwargs['aspect_ratio'] = config.aspect_ratio
     if config.operations:
       kwargs.update(_crop_operation_lists(config.operations))
-      for name, default in (('min_padded_size_ratio', (1.0, 1.0)),
-                            ('max_padded_size_ratio', (2.0, 2.0))):
-        if any(getattr(op, name) for op in config.operations):
-          pairs = _padded_size_ratios(config.operations, name, default)
-          kwargs[name] = pairs[0] if len(set(pairs)) == 1 else pairs
+    # One (height, width) padding range for every operation, as in the OD API.
+    for name in ('min_padded_size_ratio', 'max_padded_size_ratio'):
+      pair = _checked_repeated(getattr(config, name), 2,
+                               'ssd_random_crop_pad_fixed_aspect_ratio.%s' % name)
+      if pair is not None:
+        kwargs[name] = pair
     return preprocessor.ssd_random_crop_pad_fixed_aspect_ratio, kwargs
 
+  if step_type in NOT_BUILT_STEPS:
+    raise ValueError('train_config.data_augmentation_options.%s is set, but slimtrain does '
+                     'not build it (a step of later OD API versions)' % step_type)
   raise ValueError('Unknown preprocessing step.')

@@ -252,23 +252,20 @@ def test_ssd_random_crop_pad_fixed_aspect_ratio():
   function, kwargs = _build('ssd_random_crop_pad_fixed_aspect_ratio {}')
   assert function is preprocessor.ssd_random_crop_pad_fixed_aspect_ratio
   assert kwargs == {'aspect_ratio': 1.0}
-  # Different padding per operation: one pair per operation.
-  _, kwargs = _build(_ssd_step('ssd_random_crop_pad_fixed_aspect_ratio',
-                               _WINDOW + _RATIO_FIELDS + _PADDING, extra='aspect_ratio: 1.5'))
-  assert kwargs == dict(_per_operation(*(_CROP_KWARGS + _PADDING)), aspect_ratio=1.5)
-  # The same padding everywhere collapses to one pair.
+  # The padding range is one pair for every operation (the OD API's fields).
   _, kwargs = _build("""
       ssd_random_crop_pad_fixed_aspect_ratio {
-        operations { min_padded_size_ratio: [1.25, 1.25] max_padded_size_ratio: [2.5, 2.5] }
-        operations { min_padded_size_ratio: [1.25, 1.25] max_padded_size_ratio: [2.5, 2.5] } }""")
+        operations { min_object_covered: 0.5 }
+        operations { min_object_covered: 0.7 }
+        aspect_ratio: 1.5
+        min_padded_size_ratio: [1.25, 1.25] max_padded_size_ratio: [2.5, 3.0] }""")
+  assert kwargs['aspect_ratio'] == 1.5
+  assert kwargs['min_object_covered'] == pytest.approx([0.5, 0.7])
   assert (kwargs['min_padded_size_ratio'], kwargs['max_padded_size_ratio']) == (
-      (1.25, 1.25), (2.5, 2.5))
-  _, kwargs = _build("""
-      ssd_random_crop_pad_fixed_aspect_ratio {
-        operations { max_padded_size_ratio: [2.0, 2.0] }
-        operations { max_padded_size_ratio: [3.0, 3.0] } }""")
-  assert kwargs['max_padded_size_ratio'] == [(2.0, 2.0), (3.0, 3.0)]
-  assert 'min_padded_size_ratio' not in kwargs
+      (1.25, 1.25), (2.5, 3.0))
+  with pytest.raises(ValueError, match='ssd_random_crop_pad_fixed_aspect_ratio.'
+                                       'max_padded_size_ratio'):
+    _build('ssd_random_crop_pad_fixed_aspect_ratio { max_padded_size_ratio: [2.0] }')
 
 
 def test_unknown_or_unset_step():
@@ -283,6 +280,11 @@ def test_every_proto_step_is_built():
   for field in oneof.fields:
     step = preprocessor_pb2.PreprocessingStep()
     getattr(step, field.name).SetInParent()
+    if field.name in preprocessor_builder.NOT_BUILT_STEPS:
+      with pytest.raises(ValueError, match='data_augmentation_options.%s is set, but '
+                                           'slimtrain does not build it' % field.name):
+        preprocessor_builder.build(step)
+      continue
     if field.name == 'normalize_image':
       step.normalize_image.original_maxval = 255.0
     function, kwargs = preprocessor_builder.build(step)
