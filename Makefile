@@ -2,11 +2,16 @@
 #   make demo   install into .venv, then train/evaluate/export the small SSD
 #               on the embedded synthetic shapes data (DEMO_STEPS=N to change)
 #   make test   install into .venv, then run the whole test suite
+#   make demo-zoo  fine-tune the zoo's ssd_mobilenet_v1 (300x300) from a checkpoint
+#               in the zoo's layout (ZOO_CHECKPOINT=path for a downloaded one)
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 DEMO_DIR ?= out/demo
 DEMO_STEPS ?= 1000
+DEMO_ZOO_DIR ?= out/demo-zoo
+DEMO_ZOO_STEPS ?= 300
+ZOO_CHECKPOINT ?=
 # Three workers on two cores: the cluster tests spend much of their time
 # waiting (timeouts, process starts), which a third worker fills; loadfile
 # keeps a file's module fixtures in one worker, and tests/conftest.py orders
@@ -20,7 +25,7 @@ PYTEST_ARGS ?= -n 3 --dist loadfile --no-loadscope-reorder
 FAST_TEST_SECONDS ?= 3
 FAST_PYTEST_ARGS ?= -n 2 --dist loadfile
 
-.PHONY: venv demo test test-fast lint bazel-test clean
+.PHONY: venv demo demo-zoo test test-fast lint bazel-test clean
 
 venv: $(VENV)/.installed
 
@@ -34,6 +39,11 @@ $(VENV)/.installed: setup.py pyproject.toml
 demo: venv
 	$(PY) protos/compile_protos.py
 	$(PY) -m trainer.demo --output_dir=$(DEMO_DIR) --num_train_steps=$(DEMO_STEPS)
+
+demo-zoo: venv
+	$(PY) protos/compile_protos.py
+	$(PY) -m trainer.demo_zoo --output_dir=$(DEMO_ZOO_DIR) --num_train_steps=$(DEMO_ZOO_STEPS) \
+	  --fine_tune_checkpoint=$(ZOO_CHECKPOINT)
 
 # pytest's exit code 5 (no tests collected) means the suite itself is broken.
 test: venv

@@ -70,7 +70,7 @@ def define_flags():
   flags.DEFINE_integer('num_images_to_draw', 4, 'Validation images in the PNG.')
 
 
-def _image_size(model_config):
+def image_size(model_config):
   resizer = model_config.ssd.image_resizer.fixed_shape_resizer
   return resizer.height, resizer.width
 
@@ -201,7 +201,7 @@ def run_demo(output_dir, pipeline_config_path, num_train_steps, num_clones, num_
   """Runs every stage of the demo; returns a dict of results and paths."""
   output_dir = paths.absolute(output_dir)
   started = time.time()
-  height, width = _image_size(config_util.load_pipeline_config(pipeline_config_path).model)
+  height, width = image_size(config_util.load_pipeline_config(pipeline_config_path).model)
   data = create_shapes_tf_record.create_shapes_dataset(
       paths.join(output_dir, 'data'), num_train=num_train_images, num_val=num_val_images,
       seed=0, height=height, width=width)

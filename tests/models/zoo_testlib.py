@@ -20,6 +20,7 @@ import gzip
 import json
 import os
 
+import numpy as np
 import tensorflow as tf
 import tf_slim as slim
 
@@ -66,6 +67,32 @@ def layout_difference(expected, actual):
     if expected[name] != actual[name]:
       lines.append('shape      %s expected %s got %s' % (name, expected[name], actual[name]))
   return '\n'.join(lines)
+
+
+def write_zoo_layout_checkpoint(config_name, prefix, seed=0):
+  """Saves a checkpoint in the OD API's layout of `config_name`, random values.
+
+  What a downloaded zoo checkpoint of that sample config holds (names and
+  shapes; the values are made up), plus a global step.
+
+  Returns:
+    {name: value} of its weights, biases, gammas and betas (the variables a
+    training step with a zero learning rate leaves unchanged).
+  """
+  rng = np.random.RandomState(seed)
+  values = {}
+  for name, shape in reference_variables(config_name).items():
+    value = rng.normal(0.0, 0.05, size=shape).astype(np.float32)
+    values[name] = np.abs(value) + 0.5 if name.endswith('moving_variance') else value
+  with tf.Graph().as_default():
+    for name, value in values.items():
+      tf.compat.v1.Variable(value, name=name)
+    tf.compat.v1.train.get_or_create_global_step()
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      tf.compat.v1.train.Saver().save(sess, prefix)
+  return {name: value for name, value in values.items()
+          if not name.endswith(('moving_mean', 'moving_variance'))}
 
 
 def zoo_conv_hyperparams_fn(is_training, activation_fn=tf.nn.relu6, batch_norm=True,

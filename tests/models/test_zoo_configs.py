@@ -1,0 +1,138 @@
+"""Our configs of the zoo's shapes (configs/zoo/) fine-tune as a user's would.
+
+For each config: it parses, the model builds, and the legacy trainer runs a
+training step on the shapes data (3 classes) at a small image size after
+restoring a checkpoint written in the zoo's variable layout (no downloads:
+random values under the names and shapes the OD API gives the sample config
+of that architecture, tests/models/data/). The step runs with a zero learning
+rate, so the trained checkpoint shows what was restored: every trainable
+variable equals the zoo checkpoint's value except the class predictor, which
+has another shape there (the zoo's num_classes) and starts fresh, as in the
+OD API.
+"""
+
+import functools
+import glob
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from builders import input_reader_builder
+from builders import model_builder
+from core import config_util
+from tests import test_util
+from tests.models import zoo_testlib
+from tools import create_shapes_tf_record
+from trainer import trainer
+
+tf.compat.v1.disable_eager_execution()
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ZOO_CONFIGS = sorted(glob.glob(os.path.join(REPO_ROOT, 'configs', 'zoo', '*.config')))
+# The sample config of each of our configs' architecture.
+_SAMPLE_CONFIG = {
+    'embedded_ssd_mobilenet_v1_256x256': 'embedded_ssd_mobilenet_v1_coco',
+    'ssd_inception_v2_coco': 'ssd_inception_v2_coco',
+    'ssd_inception_v3': 'ssd_inception_v3_pets',
+    'ssd_mobilenet_v1_coco': 'ssd_mobilenet_v1_coco',
+    'ssd_mobilenet_v1_fpn_640x640':
+        'ssd_mobilenet_v1_fpn_shared_box_predictor_640x640_coco14_sync',
+    'ssd_mobilenet_v1_ppn_300x300':
+        'ssd_mobilenet_v1_ppn_shared_box_predictor_300x300_coco14_sync',
+    'ssd_mobilenet_v2_coco': 'ssd_mobilenet_v2_coco',
+    'ssd_mobilenet_v2_fpnlite_256x256':
+        'ssd_mobilenet_v2_fpnlite_quantized_shared_box_predictor_256x256_'
+        'depthmultiplier_75_coco14_sync',
+    'ssd_mobilenet_v2_mnasfpn_320x320':
+        'ssd_mobilenet_v2_mnasfpn_shared_box_predictor_320x320_coco_sync',
+    'ssd_resnet50_v1_fpn_640x640':
+        'ssd_resnet50_v1_fpn_shared_box_predictor_640x640_coco14_sync',
+    'ssdlite_mobiledet_cpu_320x320': 'ssdlite_mobiledet_cpu_320x320_coco_sync_4x4',
+    'ssdlite_mobilenet_edgetpu_320x320': 'ssdlite_mobilenet_edgetpu_320x320_coco',
+    'ssdlite_mobilenet_v2_coco': 'ssdlite_mobilenet_v2_coco',
+    'ssdlite_mobilenet_v3_large_320x320': 'ssdlite_mobilenet_v3_large_320x320_coco',
+    'ssdlite_mobilenet_v3_small_320x320': 'ssdlite_mobilenet_v3_small_320x320_coco',
+}
+# Small training sizes: the smallest each extractor takes (FPN to level 7 needs 128).
+_SIZES = {'embedded_ssd_mobilenet_v1_256x256': 256, 'ssd_resnet50_v1_fpn_640x640': 160}
+_DEFAULT_SIZE = 128
+
+
+def _name(path):
+  return os.path.basename(path)[:-len('.config')]
+
+
+@pytest.fixture(scope='module')
+def shapes_data(tmp_path_factory):
+  return create_shapes_tf_record.create_shapes_dataset(
+      str(tmp_path_factory.mktemp('shapes')), num_train=4, num_val=0, height=96, width=96,
+      num_shards=1)
+
+
+def _small_configs(path, data, checkpoint):
+  configs = config_util.get_configs_from_pipeline_file(path)
+  size = _SIZES.get(_name(path), _DEFAULT_SIZE)
+  resizer = configs['model'].ssd.image_resizer.fixed_shape_resizer
+  resizer.height, resizer.width = size, size
+  train_config = configs['train_config']
+  train_config.batch_size = 2
+  train_config.num_steps = 1
+  train_config.fine_tune_checkpoint = checkpoint
+  optimizer = train_config.optimizer
+  optimizer.ClearField('optimizer')
+  optimizer.momentum_optimizer.learning_rate.constant_learning_rate.learning_rate = 0.0
+  train_input = configs['train_input_config']
+  del train_input.tf_record_input_reader.input_path[:]
+  train_input.tf_record_input_reader.input_path.append(data['train_pattern'])
+  train_input.label_map_path = data['label_map_path']
+  return configs, size
+
+
+def _session_config():
+  # Grappler's rewrites of these large graphs cost seconds and change no value.
+  config = test_util.session_config()
+  config.graph_options.rewrite_options.disable_meta_optimizer = True
+  return config
+
+
+def _is_class_head(name):
+  """The class predictor's variables whose shape depends on num_classes."""
+  return ('ClassPredictor' in name and '_depthwise/' not in name
+          and not name.endswith('depthwise_weights'))
+
+
+@pytest.mark.parametrize('path', ZOO_CONFIGS, ids=[_name(p) for p in ZOO_CONFIGS])
+def test_zoo_config_fine_tunes_from_a_zoo_checkpoint(path, shapes_data, tmp_path):
+  checkpoint = str(tmp_path / 'zoo' / 'model.ckpt')
+  configs, _ = _small_configs(path, shapes_data, checkpoint)
+  assert configs['model'].ssd.num_classes == 3
+  zoo_values = zoo_testlib.write_zoo_layout_checkpoint(_SAMPLE_CONFIG[_name(path)] + '.config',
+                                                       checkpoint)
+
+  train_dir = str(tmp_path / 'train')
+  loss = trainer.train(
+      functools.partial(input_reader_builder.build, configs['train_input_config']),
+      functools.partial(model_builder.build, model_config=configs['model'],
+                        is_training=True),
+      configs['train_config'], master='', task=0, num_clones=1, worker_replicas=1,
+      clone_on_cpu=True, ps_tasks=0, worker_job_name='worker', is_chief=True,
+      train_dir=train_dir, session_config_override=_session_config())
+  assert np.isfinite(loss)
+
+  trained = tf.train.load_checkpoint(tf.train.latest_checkpoint(train_dir))
+  assert trained.get_tensor('global_step') == 1
+  restored = [name for name, value in zoo_values.items()
+              if not _is_class_head(name) and np.array_equal(trained.get_tensor(name), value)]
+  # Batch-norm statistics are restored too; the training step moves them.
+  class_heads = [name for name in zoo_values if _is_class_head(name)]
+  assert class_heads
+  assert len(restored) == len(zoo_values) - len(class_heads)
+  for name in class_heads:
+    assert trained.get_tensor(name).shape[-1] != zoo_values[name].shape[-1], name
+
+
+if __name__ == '__main__':
+  import sys
+  sys.exit(pytest.main([__file__]))
