@@ -18,11 +18,14 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+import tf_slim as slim
 
 from builders import input_reader_builder
 from builders import model_builder
 from core import config_util
+from core import fine_tune
 from tests import test_util
+from models import mobilenet_v1
 from tests.models import zoo_testlib
 from tools import create_shapes_tf_record
 from trainer import trainer
@@ -58,6 +61,8 @@ _SAMPLE_CONFIG = {
 # Small training sizes: the smallest each extractor takes (FPN to level 7 needs 128).
 _SIZES = {'embedded_ssd_mobilenet_v1_256x256': 256, 'ssd_resnet50_v1_fpn_640x640': 160}
 _DEFAULT_SIZE = 128
+# Two clones on two virtual CPU devices for one family (model_deploy's path).
+_CLONES = {'ssdlite_mobilenet_v3_small_320x320': 2}
 
 
 def _name(path):
@@ -90,9 +95,9 @@ def _small_configs(path, data, checkpoint):
   return configs, size
 
 
-def _session_config():
+def _session_config(num_clones=1):
   # Grappler's rewrites of these large graphs cost seconds and change no value.
-  config = test_util.session_config()
+  config = test_util.session_config(num_cpus=num_clones)
   config.graph_options.rewrite_options.disable_meta_optimizer = True
   return config
 
@@ -112,13 +117,15 @@ def test_zoo_config_fine_tunes_from_a_zoo_checkpoint(path, shapes_data, tmp_path
                                                        checkpoint)
 
   train_dir = str(tmp_path / 'train')
+  num_clones = _CLONES.get(_name(path), 1)
   loss = trainer.train(
       functools.partial(input_reader_builder.build, configs['train_input_config']),
       functools.partial(model_builder.build, model_config=configs['model'],
                         is_training=True),
-      configs['train_config'], master='', task=0, num_clones=1, worker_replicas=1,
+      configs['train_config'], master='', task=0, num_clones=num_clones, worker_replicas=1,
       clone_on_cpu=True, ps_tasks=0, worker_job_name='worker', is_chief=True,
-      train_dir=train_dir, session_config_override=_session_config())
+      train_dir=train_dir, session_config_override=_session_config(num_clones),
+      deployment_options={'clone_devices': ['/device:CPU:%d' % i for i in range(num_clones)]})
   assert np.isfinite(loss)
 
   trained = tf.train.load_checkpoint(tf.train.latest_checkpoint(train_dir))
@@ -136,3 +143,44 @@ def test_zoo_config_fine_tunes_from_a_zoo_checkpoint(path, shapes_data, tmp_path
 if __name__ == '__main__':
   import sys
   sys.exit(pytest.main([__file__]))
+
+
+def test_classification_checkpoint_restores_the_base_network(tmp_path):
+  """`fine_tune_checkpoint_type: classification` from a mobilenet_v1 classifier checkpoint."""
+  checkpoint = str(tmp_path / 'mobilenet_v1' / 'model.ckpt')
+  with tf.Graph().as_default():
+    tf.compat.v1.set_random_seed(2)
+    with slim.arg_scope(mobilenet_v1.mobilenet_v1_arg_scope()):
+      mobilenet_v1.mobilenet_v1(tf.zeros([1, 128, 128, 3]), num_classes=1001)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      tf.compat.v1.train.Saver().save(sess, checkpoint)
+  configs = config_util.get_configs_from_pipeline_file(
+      os.path.join(REPO_ROOT, 'configs', 'zoo', 'ssd_mobilenet_v1_coco.config'))
+  train_config = configs['train_config']
+  train_config.fine_tune_checkpoint = checkpoint
+  train_config.fine_tune_checkpoint_type = 'classification'
+  with tf.Graph().as_default():
+    model = model_builder.build(configs['model'], is_training=True, add_summaries=False)
+    images, shapes = model.preprocess(tf.zeros([1, 128, 128, 3]))
+    model.predict(images, shapes)
+    init_fn = fine_tune.build_init_fn(model, train_config)
+    backbone = [v for v in tf.compat.v1.global_variables()
+                if v.op.name.startswith('FeatureExtractor/MobilenetV1/Conv2d_')
+                and '_Conv2d_' not in v.op.name]
+    extra_layers = [v for v in tf.compat.v1.global_variables()
+                    if '_Conv2d_' in v.op.name]
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      init_fn(sess)
+      restored = sess.run({v.op.name: v for v in backbone + extra_layers})
+  reader = tf.train.load_checkpoint(checkpoint)
+  # Every base-network variable (weights and batch norm of Conv2d_0..13) from
+  # the checkpoint's MobilenetV1/...; the SSD's extra layers start fresh.
+  assert len(backbone) == 135
+  for name in (v.op.name for v in backbone):
+    assert np.array_equal(restored[name],
+                          reader.get_tensor(name[len('FeatureExtractor/'):])), name
+  assert extra_layers
+  assert not any(reader.has_tensor(v.op.name[len('FeatureExtractor/'):])
+                 for v in extra_layers)
