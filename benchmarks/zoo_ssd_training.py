@@ -10,9 +10,10 @@ aggregation's, not the input pipeline's. The variants alternate inside each
 repeat (`bench_util.repeat_variants`) and the ratio is reported per repeat.
 
     python -m benchmarks.zoo_ssd_training --steps=10 --repeats=3
+    python -m benchmarks.zoo_ssd_training --quick     # a smoke run
 
-Prints steps/sec and examples/sec per variant and the 2-clone / 1-clone
-ratio (no goal: on virtual devices the clones share the machine's cores).
+Prints examples/sec (the repeats) and steps/sec per variant and the 2-clone
+/ 1-clone ratio (no goal: on virtual devices the clones share the machine's cores).
 """
 
 import collections
@@ -50,7 +51,7 @@ def _clone_fn(model_config, batch_size, image_size):
 
 
 def measure(model_config, num_clones, batch_size, image_size, warmup, steps):
-  """Builds the deployment in a fresh graph; returns steps/sec."""
+  """Builds the deployment in a fresh graph; returns examples/sec."""
   devices = ['/device:CPU:%d' % i for i in range(num_clones)]
   graph = tf.Graph()
   with graph.as_default():
@@ -74,12 +75,15 @@ def measure(model_config, num_clones, batch_size, image_size, warmup, steps):
   session_config = bench_util.session_config(0, num_clones, num_cpus=num_clones)
   with tf.compat.v1.Session(graph=graph, config=session_config) as sess:
     sess.run(inits)
-    return bench_util.timed_steps(sess.make_callable(train_op), warmup, steps)
+    return bench_util.timed_steps(sess.make_callable(train_op), warmup, steps) * batch_size
 
 
 def main(argv):
   del argv
   tf.compat.v1.disable_eager_execution()
+  if FLAGS.quick:
+    FLAGS.image_size, FLAGS.batch_size, FLAGS.warmup, FLAGS.steps, FLAGS.repeats = (
+        128, 4, 1, 2, 2)
   model_config = config_util.get_configs_from_pipeline_file(_CONFIG)['model']
   resizer = model_config.ssd.image_resizer.fixed_shape_resizer
   resizer.height = resizer.width = FLAGS.image_size
@@ -89,15 +93,15 @@ def main(argv):
   print('ssd_mobilenet_v1 %dx%d, batch %d per step, %d warm-up + %d timed steps, %d repeats'
         % (FLAGS.image_size, FLAGS.image_size, FLAGS.batch_size, FLAGS.warmup, FLAGS.steps,
            FLAGS.repeats), flush=True)
-  steps_per_sec = bench_util.repeat_variants(collections.OrderedDict(
+  examples_per_sec = bench_util.repeat_variants(collections.OrderedDict(
       (name, functools.partial(measure, model_config, clones, FLAGS.batch_size,
                                FLAGS.image_size, FLAGS.warmup, FLAGS.steps))
       for name, clones in variants.items()), FLAGS.repeats)
-  bench_util.print_table('Training steps/sec', steps_per_sec, 'steps/sec')
-  bench_util.print_table('Training examples/sec', {
-      name: [rate * FLAGS.batch_size for rate in rates]
-      for name, rates in steps_per_sec.items()}, 'examples/sec')
-  one, two = list(steps_per_sec.values())
+  bench_util.print_table('Training examples/sec', examples_per_sec, 'examples/sec')
+  bench_util.print_table('Training steps/sec', {
+      name: [rate / FLAGS.batch_size for rate in rates]
+      for name, rates in examples_per_sec.items()}, 'steps/sec')
+  one, two = list(examples_per_sec.values())
   print(bench_util.ratio_line('2 clones / 1 clone', two, one))
   return 0
 
@@ -108,6 +112,7 @@ def define_flags():
   flags.DEFINE_integer('warmup', 3, 'Untimed steps first.')
   flags.DEFINE_integer('steps', 10, 'Timed steps per measurement.')
   flags.DEFINE_integer('repeats', 3, 'Measurements per variant, alternating.')
+  flags.DEFINE_bool('quick', False, 'A smoke run: 128x128, batch 4, 2 steps, 2 repeats.')
 
 
 if __name__ == '__main__':

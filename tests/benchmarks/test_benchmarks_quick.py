@@ -146,7 +146,13 @@ def _gpu_throughput_ratios(stdout):
                     medians['raw fp32 %s' % rest])
 
 
+def _zoo_ssd_training_ratios(stdout):
+  rates = quick_testlib.repeat_rates(stdout)
+  assert_ratio_is(stdout, '2 clones / 1 clone', rates['2 clones x 2'], rates['1 clone x 4'])
+
+
 _RATIO_CHECKS = {
+    'benchmarks.zoo_ssd_training': _zoo_ssd_training_ratios,
     'benchmarks.input_pipeline': _input_pipeline_ratios,
     'benchmarks.input_fn_feeding': _input_fn_feeding_ratios,
     'benchmarks.overhead': _overhead_ratios,
@@ -165,6 +171,7 @@ _RATIO_CHECKS = {
     'benchmarks.overhead_paired',
     'benchmarks.clone_scaling',
     'benchmarks.shard_snapshots',
+    'benchmarks.zoo_ssd_training',
 ])
 def test_quick_mode_completes_and_prints_a_ratio(module):
   stdout = run_quick(module)
