@@ -251,6 +251,36 @@ def fpn_top_down_feature_maps(image_features, depth, use_depthwise=False,
   return collections.OrderedDict(reversed(outputs))
 
 
+def coarser_fpn_levels(net, num_levels, depth, scope_fn, use_depthwise=False,
+                       use_explicit_padding=False):
+  """The FPN levels above the backbone's: each a stride-2 3x3 convolution of the last.
+
+  Args:
+    net: the top pyramid map.
+    num_levels: how many coarser maps to add.
+    depth: their depth.
+    scope_fn: fn(index) -> the scope of the index-th added layer (0-based),
+      e.g. MobileNet v1's 'bottom_up_Conv2d_14' for index 0.
+    use_depthwise: separable instead of full convolutions.
+    use_explicit_padding: pad explicitly, then convolve VALID.
+
+  Returns:
+    The list of `num_levels` maps, finest first.
+  """
+  maps = []
+  padding = 'VALID' if use_explicit_padding else 'SAME'
+  for index in range(num_levels):
+    if use_explicit_padding:
+      net = fixed_padding(net, 3)
+    if use_depthwise:
+      net = slim.separable_conv2d(net, depth, [3, 3], depth_multiplier=1, stride=2,
+                                  padding=padding, scope=scope_fn(index))
+    else:
+      net = slim.conv2d(net, depth, [3, 3], stride=2, padding=padding, scope=scope_fn(index))
+    maps.append(net)
+  return maps
+
+
 def pooling_pyramid_feature_maps(base_feature_map_depth, num_layers, image_features,
                                  replace_pool_with_conv=False):
   """Builds a Pooling Pyramid Network's maps from one base feature map.

@@ -283,20 +283,11 @@ class SSDMobileNetV1FpnFeatureExtractor(_MobileNetV1Extractor):
 
   def _coarser_levels(self, net, top_level, depth):
     """Maps of levels top_level+1..fpn_max_level, each a stride-2 3x3 conv of the last."""
-    maps = []
-    padding = 'VALID' if self._use_explicit_padding else 'SAME'
-    for level in range(top_level + 1, self._fpn_max_level + 1):
-      if self._use_explicit_padding:
-        net = feature_map_generators.fixed_padding(net, 3)
-      # Named after MobileNet's layer count: level 6 is the "14th" layer.
-      name = 'bottom_up_Conv2d_%d' % (level - top_level + 13)
-      if self._use_depthwise:
-        net = slim.separable_conv2d(net, depth, [3, 3], depth_multiplier=1, stride=2,
-                                    padding=padding, scope=name)
-      else:
-        net = slim.conv2d(net, depth, [3, 3], stride=2, padding=padding, scope=name)
-      maps.append(net)
-    return maps
+    # Named after MobileNet's layer count: level 6 is the "14th" layer.
+    return feature_map_generators.coarser_fpn_levels(
+        net, self._fpn_max_level - top_level, depth,
+        scope_fn=lambda index: 'bottom_up_Conv2d_%d' % (index + 14),
+        use_depthwise=self._use_depthwise, use_explicit_padding=self._use_explicit_padding)
 
 
 class SSDMobileNetV1PpnFeatureExtractor(_MobileNetV1Extractor):

@@ -266,19 +266,11 @@ class SSDMobileNetV2FpnFeatureExtractor(_MobileNetSSDFeatureExtractorBase):
         use_depthwise=self._use_depthwise, use_explicit_padding=self._use_explicit_padding,
         use_native_resize_op=self._use_native_resize_op)
     feature_maps = [top_down['top_down_%s' % name] for name in names]
-    net = feature_maps[-1]
-    padding = 'VALID' if self._use_explicit_padding else 'SAME'
-    for level in range(top_backbone_level + 1, self._fpn_max_level + 1):
-      if self._use_explicit_padding:
-        net = feature_map_generators.fixed_padding(net, 3)
-      # Named after layer_19, the last backbone layer: the first is bottom_up_Conv2d_20.
-      scope = 'bottom_up_Conv2d_%d' % (level - top_backbone_level + 19)
-      if self._use_depthwise:
-        net = slim.separable_conv2d(net, depth, [3, 3], depth_multiplier=1, stride=2,
-                                    padding=padding, scope=scope)
-      else:
-        net = slim.conv2d(net, depth, [3, 3], stride=2, padding=padding, scope=scope)
-      feature_maps.append(net)
+    # Named after layer_19, the last backbone layer: the first is bottom_up_Conv2d_20.
+    feature_maps += feature_map_generators.coarser_fpn_levels(
+        feature_maps[-1], self._fpn_max_level - top_backbone_level, depth,
+        scope_fn=lambda index: 'bottom_up_Conv2d_%d' % (index + 20),
+        use_depthwise=self._use_depthwise, use_explicit_padding=self._use_explicit_padding)
     return feature_maps
 
 
