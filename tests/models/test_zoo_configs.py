@@ -24,6 +24,7 @@ from builders import input_reader_builder
 from builders import model_builder
 from core import config_util
 from core import fine_tune
+from deployment import model_deploy
 from tests import test_util
 from models import mobilenet_v1
 from tests.models import zoo_testlib
@@ -184,3 +185,30 @@ def test_classification_checkpoint_restores_the_base_network(tmp_path):
   assert extra_layers
   assert not any(reader.has_tensor(v.op.name[len('FeatureExtractor/'):])
                  for v in extra_layers)
+
+
+def test_two_clones_over_two_ps_tasks_keep_the_zoo_names():
+  """model_deploy's placement with a zoo model: one set of variables, on the ps tasks."""
+  configs = config_util.get_configs_from_pipeline_file(
+      os.path.join(REPO_ROOT, 'configs', 'zoo', 'ssd_mobilenet_v1_coco.config'))
+  model_config = configs['model']
+  model_config.ssd.num_classes = 90
+
+  def clone_fn():
+    model = model_builder.build(model_config, is_training=True, add_summaries=False)
+    images, shapes = model.preprocess(tf.zeros([1, 128, 128, 3]))
+    model.provide_groundtruth([tf.constant([[0.1, 0.1, 0.6, 0.6]])], [tf.one_hot([0], 90)])
+    for loss in model.loss(model.predict(images, shapes), shapes).values():
+      tf.compat.v1.losses.add_loss(loss)
+
+  with tf.Graph().as_default():
+    config = model_deploy.DeploymentConfig(num_clones=2, clone_on_cpu=True, num_ps_tasks=2,
+                                           worker_job_name='worker', ps_job_name='ps')
+    clones = model_deploy.create_clones(config, clone_fn)
+    variables = {v.op.name: v for v in tf.compat.v1.global_variables()}
+  assert len(clones) == 2
+  expected = zoo_testlib.reference_variables('ssd_mobilenet_v1_coco.config')
+  assert zoo_testlib.layout_difference(
+      expected, {name: v.shape.as_list() for name, v in variables.items()}) == ''
+  devices = {v.device for v in variables.values()}
+  assert devices == {'/job:ps/task:0/device:CPU:0', '/job:ps/task:1/device:CPU:0'}
