@@ -128,9 +128,10 @@ def zoo_conv_hyperparams_fn(is_training, activation_fn=tf.nn.relu6, batch_norm=T
 #         or ('shared', depth, layers before predictor, kernel_size,
 #             share_prediction_tower, use_depthwise)
 _MOBILENET_V1 = dict(type='ssd_mobilenet_v1', anchors=('ssd', 6, 5, True),
-                     predictor=('conv', 1, False, True))
+                     predictor=('conv', 1, False, True), loss='sigmoid_hem')
 _SSDLITE = dict(anchors=('ssd', 6, 5, True), predictor=('conv', 3, True, True),
                 use_depthwise=True)
+_SSDLITE_V1_V2 = dict(_SSDLITE, loss='sigmoid_hem')
 SSD_ARCHITECTURES = [
     (dict(_MOBILENET_V1), {'ssd_mobilenet_v1_coco.config': 90,
                            'ssd_mobilenet_v1_pets.config': 37,
@@ -146,7 +147,7 @@ SSD_ARCHITECTURES = [
     (dict(_MOBILENET_V1, type='embedded_ssd_mobilenet_v1', depth_multiplier=0.125,
           anchors=('ssd', 5, 5, True), size=256),
      {'embedded_ssd_mobilenet_v1_coco.config': 90}),
-    (dict(_SSDLITE, type='ssd_mobilenet_v1'), {'ssdlite_mobilenet_v1_coco.config': 90}),
+    (dict(_SSDLITE_V1_V2, type='ssd_mobilenet_v1'), {'ssdlite_mobilenet_v1_coco.config': 90}),
     (dict(type='ssd_mobilenet_v1_fpn', override=True, fpn=(3, 7, 256), size=640,
           anchors=('multiscale', 3, 7, 3, 2), predictor=('shared', 256, 4, 3, False, False)),
      {'ssd_mobilenet_v1_fpn_shared_box_predictor_640x640_coco14_sync.config': 90}),
@@ -154,7 +155,7 @@ SSD_ARCHITECTURES = [
           predictor=('shared', 512, 1, 1, True, False)),
      {'ssd_mobilenet_v1_ppn_shared_box_predictor_300x300_coco14_sync.config': 90}),
     (dict(type='ssd_mobilenet_v2', anchors=('ssd', 6, 5, True),
-          predictor=('conv', 1, False, True)),
+          predictor=('conv', 1, False, True), loss='sigmoid_hem'),
      {'ssd_mobilenet_v2_coco.config': 90, 'ssd_mobilenet_v2_oid_v4.config': 601,
       'ssd_mobilenet_v2_quantized_300x300_coco.config': 90,
       # Its keep_aspect_ratio_resizer changes no variable; built here at a fixed size.
@@ -162,7 +163,7 @@ SSD_ARCHITECTURES = [
     (dict(type='ssd_mobilenet_v2', use_explicit_padding=True, pad_to_multiple=32, size=320,
           anchors=('ssd', 6, 5, True), predictor=('conv', 3, False, True)),
      {'facessd_mobilenet_v2_quantized_320x320_open_image_v4.config': 1}),
-    (dict(_SSDLITE, type='ssd_mobilenet_v2'), {'ssdlite_mobilenet_v2_coco.config': 90}),
+    (dict(_SSDLITE_V1_V2, type='ssd_mobilenet_v2'), {'ssdlite_mobilenet_v2_coco.config': 90}),
     (dict(type='ssd_mobilenet_v2_fpn', override=True, depth_multiplier=0.75,
           use_depthwise=True, fpn=(3, 7, 128), size=256, anchors=('multiscale', 3, 7, 3, 2),
           predictor=('shared', 128, 4, 3, True, True)),
@@ -185,10 +186,10 @@ SSD_ARCHITECTURES = [
     (dict(_SSDLITE, type='ssd_mobiledet_edgetpu', size=320),
      {'ssdlite_mobiledet_edgetpu_320x320_coco_sync_4x4.config': 90}),
     (dict(type='ssd_inception_v2', override=True, anchors=('ssd', 6, 5, True),
-          predictor=('conv', 3, False, False)),
+          predictor=('conv', 3, False, False), loss='sigmoid_hem'),
      {'ssd_inception_v2_coco.config': 90, 'ssd_inception_v2_pets.config': 37}),
     (dict(type='ssd_inception_v3', override=True, anchors=('ssd', 6, 5, True),
-          predictor=('conv', 3, False, False)),
+          predictor=('conv', 3, False, False), loss='sigmoid_hem'),
      {'ssd_inception_v3_pets.config': 37}),
     (dict(type='ssd_resnet50_v1_fpn', override=True, fpn=(3, 7, 256), size=640,
           anchors=('multiscale', 3, 7, 3, 2), predictor=('shared', 256, 4, 3, False, False)),
@@ -204,6 +205,14 @@ _HYPERPARAMS = """
       initializer { truncated_normal_initializer { stddev: 0.03 } }
       %s"""
 _BATCH_NORM = 'batch_norm { decay: 0.97 epsilon: 0.001 scale: true center: true }'
+_FOCAL_LOSS = ('classification_loss { weighted_sigmoid_focal { alpha: 0.25 gamma: 2.0 } } '
+               'localization_loss { weighted_smooth_l1 {} }')
+_SIGMOID_HEM_LOSS = ('classification_loss { weighted_sigmoid {} } '
+                     'localization_loss { weighted_smooth_l1 {} } '
+                     'hard_example_miner { num_hard_examples: 3000 iou_threshold: 0.99 '
+                     'loss_type: CLASSIFICATION max_negatives_per_positive: 3 '
+                     'min_negatives_per_image: 3 } '
+                     'classification_weight: 1.0 localization_weight: 1.0')
 
 
 def ssd_model_config(architecture, num_classes, image_size=None):
@@ -252,6 +261,12 @@ def ssd_model_config(architecture, num_classes, image_size=None):
                       'class_prediction_bias_init: -4.6 conv_hyperparams {%s } }'
                       % (predictor[1], predictor[2], predictor[3], str(predictor[4]).lower(),
                          str(predictor[5]).lower(), _HYPERPARAMS % _BATCH_NORM))
+  if architecture.get('loss') == 'sigmoid_hem':
+    # The first zoo generation: sigmoid loss over mined hard examples.
+    background, loss = '', _SIGMOID_HEM_LOSS
+  else:
+    # RetinaNet and the later generation: focal loss, background as zeros.
+    background, loss = 'encode_background_as_zeros: true', _FOCAL_LOSS
   return """
 ssd {
   num_classes: %d
@@ -261,7 +276,7 @@ ssd {
   matcher { argmax_matcher { matched_threshold: 0.5 unmatched_threshold: 0.5
                              force_match_for_each_row: true } }
   similarity_calculator { iou_similarity {} }
-  encode_background_as_zeros: true
+  %s
   anchor_generator { %s }
   box_predictor { %s }
   post_processing {
@@ -271,12 +286,10 @@ ssd {
   }
   normalize_loss_by_num_matches: true
   normalize_loc_loss_by_codesize: true
-  loss {
-    classification_loss { weighted_sigmoid_focal { alpha: 0.25 gamma: 2.0 } }
-    localization_loss { weighted_smooth_l1 {} }
-  }
+  loss { %s }
 }
-""" % (num_classes, size, size, ' '.join(extractor), anchor_text, predictor_text)
+""" % (num_classes, size, size, ' '.join(extractor), background, anchor_text, predictor_text,
+       loss)
 
 
 def with_num_classes(layout, from_classes, to_classes):
