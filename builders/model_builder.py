@@ -132,7 +132,8 @@ def build_ssd(config, is_training, add_summaries=True):
   anchor_generator = anchor_generator_builder.build(config.anchor_generator)
   feature_extractor = build_feature_extractor(
       config.feature_extractor, is_training,
-      len(anchor_generator.num_anchors_per_location()))
+      len(anchor_generator.num_anchors_per_location()),
+      freeze_batchnorm=config.freeze_batchnorm)
   predictor = box_predictor_builder.build(hyperparams_builder.build, config.box_predictor,
                                           is_training, config.num_classes)
   classification_loss, localization_loss, cls_weight, loc_weight, miner = (
@@ -177,7 +178,7 @@ def _check_fixed_input_size(image_resizer_config):
                      'input size; use fixed_shape_resizer')
 
 
-def build_feature_extractor(config, is_training, num_anchor_layers):
+def build_feature_extractor(config, is_training, num_anchor_layers, freeze_batchnorm=False):
   """SsdFeatureExtractor -> an ssd_meta_arch.SSDFeatureExtractor.
 
   Args:
@@ -186,6 +187,11 @@ def build_feature_extractor(config, is_training, num_anchor_layers):
     num_anchor_layers: feature maps the anchor generator places anchors on;
       slimtrain's small extractors make that many (the zoo's make their own
       number, `num_layers` when the config sets it).
+    freeze_batchnorm: `ssd.freeze_batchnorm`. As in the OD API's slim models,
+      it freezes the batch norm of the layers conv_hyperparams does not cover
+      (the base network, unless override_base_feature_extractor_hyperparams),
+      so those layers are built as for inference; conv_hyperparams layers
+      follow `batch_norm.train`.
 
   Raises:
     ValueError: on an unknown type or a field set that is not built.
@@ -197,7 +203,7 @@ def build_feature_extractor(config, is_training, num_anchor_layers):
       why={'replace_preprocessor_with_placeholder': 'only the OD API\'s TPU export uses it'})
   extractor_class = feature_extractor_registry.lookup(config.type, path + '.type')
   kwargs = {
-      'is_training': is_training,
+      'is_training': is_training and not freeze_batchnorm,
       'depth_multiplier': config.depth_multiplier,
       'min_depth': config.min_depth,
       'pad_to_multiple': config.pad_to_multiple,

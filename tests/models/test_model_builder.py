@@ -186,5 +186,34 @@ class SampleConfigsTest(tf.test.TestCase):
       self.assertEqual(model.predict(images)['logits'].shape.as_list(), [2, 3])
 
 
+
+class FreezeBatchnormTest(tf.test.TestCase):
+  """`ssd.freeze_batchnorm` freezes the base network's batch norm, as the OD API's slim SSDs."""
+
+  def _base_network_updates(self, freeze):
+    from tests.models import zoo_testlib  # pylint: disable=import-outside-toplevel
+    architecture = dict(zoo_testlib.SSD_ARCHITECTURES[0][0], depth_multiplier=0.25)
+    config = parse(zoo_testlib.ssd_model_config(architecture, 3, image_size=64))
+    config.ssd.freeze_batchnorm = freeze
+    with tf.Graph().as_default():
+      model = model_builder.build(config, is_training=True, add_summaries=False)
+      images, shapes = model.preprocess(tf.zeros([1, 64, 64, 3]))
+      model.predict(images, shapes)
+      updates = [op.name for op in tf.compat.v1.get_collection(
+          tf.compat.v1.GraphKeys.UPDATE_OPS)]
+    base = [name for name in updates if '/Conv2d_0/BatchNorm/' in name]
+    extra = [name for name in updates if '_2_Conv2d_2_3x3_s2_' in name]
+    return base, extra
+
+  def test_frozen_base_network_keeps_its_statistics(self):
+    base, extra = self._base_network_updates(freeze=False)
+    self.assertNotEmpty(base)
+    self.assertNotEmpty(extra)
+    base, extra = self._base_network_updates(freeze=True)
+    self.assertEmpty(base)
+    # The added layers follow their conv_hyperparams (batch_norm.train), as in the OD API.
+    self.assertNotEmpty(extra)
+
+
 if __name__ == '__main__':
   tf.test.main()
