@@ -121,9 +121,3 @@ class SmallMobilenetV1FeatureExtractor(SmallBackboneFeatureExtractor):
 class SmallResnetFeatureExtractor(SmallBackboneFeatureExtractor):
   """SSD feature extractor over the residual SmallResnet."""
   backbone_name = 'small_resnet'
-
-
-FEATURE_EXTRACTORS = {
-    'small_mobilenet_v1': SmallMobilenetV1FeatureExtractor,
-    'small_resnet': SmallResnetFeatureExtractor,
-}

@@ -149,10 +149,3 @@ class SSDInceptionV3FeatureExtractor(_SSDInceptionFeatureExtractor):
   _final_endpoint = 'Mixed_7c'
   _layout_from_layer = ('Mixed_5d', 'Mixed_6e', 'Mixed_7c', '', '', '')
   _layout_depths = (-1, -1, -1, 512, 256, 128)
-
-
-# OD API feature_extractor.type -> class.
-FEATURE_EXTRACTORS = {
-    'ssd_inception_v2': SSDInceptionV2FeatureExtractor,
-    'ssd_inception_v3': SSDInceptionV3FeatureExtractor,
-}

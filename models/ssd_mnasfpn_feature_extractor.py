@@ -362,9 +362,3 @@ class SSDMobileNetV2MnasFPNFeatureExtractor(ssd_meta_arch.SSDFeatureExtractor):
                           depth_fn=self._head_depth,
                           use_explicit_padding=self._use_explicit_padding,
                           use_native_resize_op=self._use_native_resize_op)
-
-
-# OD API feature_extractor.type -> class.
-FEATURE_EXTRACTORS = {
-    'ssd_mobilenet_v2_mnasfpn': SSDMobileNetV2MnasFPNFeatureExtractor,
-}

@@ -147,11 +147,3 @@ class SSDMobileDetEdgeTPUFeatureExtractor(SSDMobileDetFeatureExtractorBase):
   """'ssd_mobiledet_edgetpu': MobileDet searched for the Edge TPU."""
   backbone_scope = 'MobileDetEdgeTPU'
   backbone_spec = mobiledet.EDGETPU_SPEC
-
-
-# OD API feature_extractor.type -> class.
-FEATURE_EXTRACTORS = {
-    'ssd_mobiledet_cpu': SSDMobileDetCPUFeatureExtractor,
-    'ssd_mobiledet_dsp': SSDMobileDetDSPFeatureExtractor,
-    'ssd_mobiledet_edgetpu': SSDMobileDetEdgeTPUFeatureExtractor,
-}

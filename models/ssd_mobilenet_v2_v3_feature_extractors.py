@@ -272,13 +272,3 @@ class SSDMobileNetV2FpnFeatureExtractor(_MobileNetSSDFeatureExtractorBase):
         scope_fn=lambda index: 'bottom_up_Conv2d_%d' % (index + 20),
         use_depthwise=self._use_depthwise, use_explicit_padding=self._use_explicit_padding)
     return feature_maps
-
-
-# OD API feature_extractor.type -> class, for builders/model_builder.py.
-SSD_FEATURE_EXTRACTORS = {
-    'ssd_mobilenet_v2': SSDMobileNetV2FeatureExtractor,
-    'ssd_mobilenet_v2_fpn': SSDMobileNetV2FpnFeatureExtractor,
-    'ssd_mobilenet_v3_large': SSDMobileNetV3LargeFeatureExtractor,
-    'ssd_mobilenet_v3_small': SSDMobileNetV3SmallFeatureExtractor,
-    'ssd_mobilenet_edgetpu': SSDMobileNetEdgeTPUFeatureExtractor,
-}

@@ -266,11 +266,3 @@ class SSDResnet152V1FpnFeatureExtractor(SSDResnetV1FpnFeatureExtractor):
 
   backbone_scope = 'resnet_v1_152'
   units_per_block = (3, 8, 36, 3)
-
-
-# OD API feature_extractor.type -> class.
-FEATURE_EXTRACTORS = {
-    'ssd_resnet50_v1_fpn': SSDResnet50V1FpnFeatureExtractor,
-    'ssd_resnet101_v1_fpn': SSDResnet101V1FpnFeatureExtractor,
-    'ssd_resnet152_v1_fpn': SSDResnet152V1FpnFeatureExtractor,
-}

@@ -6,6 +6,7 @@ import tensorflow as tf
 import tf_slim as slim
 from google.protobuf import text_format
 
+from builders import feature_extractor_registry
 from builders import hyperparams_builder
 
 from core import anchor_generator
@@ -16,7 +17,6 @@ from core import matcher
 from core import post_processing
 from models import box_predictor
 from models import slim_classifier
-from models import ssd_feature_extractors
 from models import ssd_meta_arch
 from protos import hyperparams_pb2
 
@@ -55,7 +55,7 @@ def build_ssd(is_training=True, num_classes=3, size=64, extractor='small_mobilen
           min_depth=0, max_depth=0, num_layers_before_predictor=0, use_dropout=False,
           dropout_keep_prob=0.8, kernel_size=3, box_code_size=4),
       box_coder=box_coder.FasterRcnnBoxCoder(),
-      feature_extractor=ssd_feature_extractors.FEATURE_EXTRACTORS[extractor](
+      feature_extractor=feature_extractor_registry.lookup(extractor)(
           is_training, depth_multiplier=depth_multiplier, min_depth=8, pad_to_multiple=1,
           conv_hyperparams_fn=hyperparams(is_training, _EXTRACTOR_HYPERPARAMS),
           num_layers=NUM_LAYERS),

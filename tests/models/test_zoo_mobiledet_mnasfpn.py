@@ -8,17 +8,14 @@ the classification restore maps are checked too.
 """
 
 import functools
-import os
-import sys
 
 import numpy as np
 import tensorflow as tf
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import zoo_testlib  # noqa: E402
-
-from models import ssd_mnasfpn_feature_extractor as mnasfpn  # noqa: E402
-from models import ssd_mobiledet_feature_extractors as mobiledet  # noqa: E402
+from builders import feature_extractor_registry
+from models import ssd_mnasfpn_feature_extractor as mnasfpn
+from models import ssd_mobiledet_feature_extractors as mobiledet
+from tests.models import zoo_testlib
 
 tf.compat.v1.disable_eager_execution()
 
@@ -198,9 +195,13 @@ class ArgumentTest(tf.test.TestCase):
         mnasfpn.check_head_def({'feature_levels': [3, 4, 5, 6], 'spec': [cell]}, maps)
 
   def test_extractor_tables_name_the_od_api_types(self):
-    self.assertEqual(sorted(mobiledet.FEATURE_EXTRACTORS),
-                     ['ssd_mobiledet_cpu', 'ssd_mobiledet_dsp', 'ssd_mobiledet_edgetpu'])
-    self.assertEqual(list(mnasfpn.FEATURE_EXTRACTORS), ['ssd_mobilenet_v2_mnasfpn'])
+    served = {extractor_type: feature_extractor_registry.lookup(extractor_type)
+              for extractor_type in feature_extractor_registry.types()}
+    self.assertEqual(
+        sorted(t for t, cls in served.items() if cls.__module__ == mobiledet.__name__),
+        ['ssd_mobiledet_cpu', 'ssd_mobiledet_dsp', 'ssd_mobiledet_edgetpu'])
+    self.assertEqual([t for t, cls in served.items() if cls.__module__ == mnasfpn.__name__],
+                     ['ssd_mobilenet_v2_mnasfpn'])
 
 
 if __name__ == '__main__':

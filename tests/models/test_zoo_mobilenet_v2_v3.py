@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from builders import feature_extractor_registry
 from models import mobilenet_v2_v3
 from models import ssd_mobilenet_v2_v3_feature_extractors as extractors
 from tests.models import zoo_testlib
@@ -87,7 +88,7 @@ def _build(config_name):
   graph = tf.Graph()
   with graph.as_default():
     tf.compat.v1.set_random_seed(0)
-    extractor = extractors.SSD_FEATURE_EXTRACTORS[case.type](
+    extractor = feature_extractor_registry.lookup(case.type)(
         is_training=True, conv_hyperparams_fn=zoo_testlib.zoo_conv_hyperparams_fn(True),
         **case.kwargs)
     images = tf.compat.v1.placeholder(tf.float32, [2, case.image_size, case.image_size, 3])
