@@ -93,7 +93,7 @@ def _small_configs(path, data, checkpoint):
   del train_input.tf_record_input_reader.input_path[:]
   train_input.tf_record_input_reader.input_path.append(data['train_pattern'])
   train_input.label_map_path = data['label_map_path']
-  return configs, size
+  return configs
 
 
 def _session_config(num_clones=1):
@@ -103,16 +103,10 @@ def _session_config(num_clones=1):
   return config
 
 
-def _is_class_head(name):
-  """The class predictor's variables whose shape depends on num_classes."""
-  return ('ClassPredictor' in name and '_depthwise/' not in name
-          and not name.endswith('depthwise_weights'))
-
-
 @pytest.mark.parametrize('path', ZOO_CONFIGS, ids=[_name(p) for p in ZOO_CONFIGS])
 def test_zoo_config_fine_tunes_from_a_zoo_checkpoint(path, shapes_data, tmp_path):
   checkpoint = str(tmp_path / 'zoo' / 'model.ckpt')
-  configs, _ = _small_configs(path, shapes_data, checkpoint)
+  configs = _small_configs(path, shapes_data, checkpoint)
   assert configs['model'].ssd.num_classes == 3
   zoo_values = zoo_testlib.write_zoo_layout_checkpoint(_SAMPLE_CONFIG[_name(path)] + '.config',
                                                        checkpoint)
@@ -132,9 +126,10 @@ def test_zoo_config_fine_tunes_from_a_zoo_checkpoint(path, shapes_data, tmp_path
   trained = tf.train.load_checkpoint(tf.train.latest_checkpoint(train_dir))
   assert trained.get_tensor('global_step') == 1
   restored = [name for name, value in zoo_values.items()
-              if not _is_class_head(name) and np.array_equal(trained.get_tensor(name), value)]
+              if not zoo_testlib.is_class_head(name)
+              and np.array_equal(trained.get_tensor(name), value)]
   # Batch-norm statistics are restored too; the training step moves them.
-  class_heads = [name for name in zoo_values if _is_class_head(name)]
+  class_heads = [name for name in zoo_values if zoo_testlib.is_class_head(name)]
   assert class_heads
   assert len(restored) == len(zoo_values) - len(class_heads)
   for name in class_heads:

@@ -292,6 +292,12 @@ ssd {
        loss)
 
 
+def is_class_head(name):
+  """Whether variable `name` is a class-predictor variable whose shape depends on num_classes."""
+  return ('ClassPredictor' in name and '_depthwise/' not in name
+          and not name.endswith('depthwise_weights'))
+
+
 def with_num_classes(layout, from_classes, to_classes):
   """`layout` with every class-predictor output dimension rescaled to `to_classes`.
 
@@ -300,8 +306,7 @@ def with_num_classes(layout, from_classes, to_classes):
   """
   rescaled = {}
   for name, shape in layout.items():
-    if 'ClassPredictor' in name and '_depthwise' not in name and shape[-1] % (
-        from_classes + 1) == 0:
+    if is_class_head(name) and shape[-1] % (from_classes + 1) == 0:
       shape = shape[:-1] + [shape[-1] // (from_classes + 1) * (to_classes + 1)]
     rescaled[name] = shape
   return rescaled
