@@ -2,15 +2,20 @@
 
     ssd_anchor_generator        -> core.anchor_generator.create_ssd_anchors(...)
     multiscale_anchor_generator -> core.anchor_generator.MultiscaleGridAnchorGenerator
+    grid_anchor_generator       -> core.grid_anchor_generator.GridAnchorGenerator
+                                   (Faster R-CNN's first stage; pixel anchors)
 
-grid_anchor_generator (Faster R-CNN's first stage) and
-flexible_grid_anchor_generator parse and are refused here by name.
+flexible_grid_anchor_generator parses and is refused by name.
 
     generator = anchor_generator_builder.build(ssd_config.anchor_generator)
+    rpn_anchors = anchor_generator_builder.build(
+        frcnn_config.first_stage_anchor_generator,
+        'model.faster_rcnn.first_stage_anchor_generator')
 """
 
 from builders import config_checks
 from core import anchor_generator as anchor_generator_lib
+from core import grid_anchor_generator
 from protos import anchor_generator_pb2
 
 _PATH = 'model.ssd.anchor_generator'
@@ -28,9 +33,10 @@ def build(anchor_generator_config, path=_PATH):
                      'anchor_generator_pb2.AnchorGenerator')
   kind = config_checks.oneof_choice(
       anchor_generator_config, 'anchor_generator_oneof', path,
-      ('ssd_anchor_generator', 'multiscale_anchor_generator'),
-      why={'grid_anchor_generator': 'grid anchors belong to Faster R-CNN, not built yet',
-           'flexible_grid_anchor_generator': 'not implemented'})
+      ('ssd_anchor_generator', 'multiscale_anchor_generator', 'grid_anchor_generator'),
+      why={'flexible_grid_anchor_generator': 'not implemented'})
+  if kind == 'grid_anchor_generator':
+    return _build_grid(anchor_generator_config.grid_anchor_generator, path + '.' + kind)
   if kind == 'ssd_anchor_generator':
     return _build_ssd(anchor_generator_config.ssd_anchor_generator,
                       path + '.ssd_anchor_generator')
@@ -42,7 +48,8 @@ def build(anchor_generator_config, path=_PATH):
         aspect_ratios=list(config.aspect_ratios) or [1.0],
         scales_per_octave=config.scales_per_octave,
         normalize_coordinates=config.normalize_coordinates)
-  raise ValueError('%s: set ssd_anchor_generator or multiscale_anchor_generator' % path)
+  raise ValueError('%s: set one of ssd_anchor_generator, multiscale_anchor_generator or '
+                   'grid_anchor_generator' % path)
 
 
 def _pairs(config, first, second, path, num_layers):
@@ -81,3 +88,24 @@ def _build_ssd(config, path):
                             config.num_layers),
       anchor_offsets=_pairs(config, 'height_offset', 'width_offset', path,
                             config.num_layers))
+
+
+def _build_grid(config, path):
+  """GridAnchorGenerator of a GridAnchorGenerator proto.
+
+  Unset scales or aspect_ratios take the generator's defaults (0.5, 1, 2);
+  the OD API passes the empty list on, which makes no anchors at all.
+  """
+  for field in ('height', 'width', 'height_stride', 'width_stride'):
+    if getattr(config, field) < 1:
+      raise ValueError('%s.%s must be positive, got %d' % (path, field, getattr(config, field)))
+  for field in ('scales', 'aspect_ratios'):
+    if any(value <= 0 for value in getattr(config, field)):
+      raise ValueError('%s.%s must be positive, got %s'
+                       % (path, field, list(getattr(config, field))))
+  return grid_anchor_generator.GridAnchorGenerator(
+      scales=[float(scale) for scale in config.scales] or (0.5, 1.0, 2.0),
+      aspect_ratios=[float(ratio) for ratio in config.aspect_ratios] or (0.5, 1.0, 2.0),
+      base_anchor_size=[config.height, config.width],
+      anchor_stride=[config.height_stride, config.width_stride],
+      anchor_offset=[config.height_offset, config.width_offset])

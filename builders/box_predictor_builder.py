@@ -1,14 +1,17 @@
-"""Builds an SSD box predictor from a `BoxPredictor` proto.
+"""Builds a box predictor from a `BoxPredictor` proto.
 
     convolutional_box_predictor               -> ConvolutionalBoxPredictor
                                                  (also when unset; ssdlite with
                                                  use_depthwise)
     weight_shared_convolutional_box_predictor -> WeightSharedConvolutionalBoxPredictor
                                                  (RetinaNet / FPN configs)
+    mask_rcnn_box_predictor                   -> MaskRCNNBoxPredictor (the second
+                                                 stage of Faster / Mask R-CNN)
+    rfcn_box_predictor                        -> RfcnBoxPredictor (R-FCN)
 
-Each takes its layers' hyperparameters from its own `conv_hyperparams`.
-mask_rcnn_box_predictor and rfcn_box_predictor are the two-stage models'
-and are refused here by name.
+Each takes its layers' hyperparameters from its own `conv_hyperparams` (and
+`fc_hyperparams` for the Mask R-CNN box and class layers). The SSD builder
+accepts only the first two, the Faster R-CNN builder only the last two.
 
     predictor = box_predictor_builder.build(hyperparams_builder.build,
                                             ssd_config.box_predictor,
@@ -19,10 +22,12 @@ import tensorflow as tf
 
 from builders import config_checks
 from models import box_predictor as box_predictor_lib
+from models import rfcn_box_predictor
+from models import two_stage_box_predictors
 from protos import box_predictor_pb2
 
-_TWO_STAGE = 'a two-stage (Faster R-CNN / R-FCN) box predictor; SSDs take '\
-             'convolutional_box_predictor or weight_shared_convolutional_box_predictor'
+SINGLE_STAGE_KINDS = ('convolutional_box_predictor', 'weight_shared_convolutional_box_predictor')
+TWO_STAGE_KINDS = ('mask_rcnn_box_predictor', 'rfcn_box_predictor')
 
 
 def build(argscope_fn, box_predictor_config, is_training, num_classes,
@@ -44,10 +49,14 @@ def build(argscope_fn, box_predictor_config, is_training, num_classes,
   """
   if not isinstance(box_predictor_config, box_predictor_pb2.BoxPredictor):
     raise ValueError('box_predictor_config not of type box_predictor_pb2.BoxPredictor.')
-  kind = config_checks.oneof_choice(
-      box_predictor_config, 'box_predictor_oneof', path,
-      ('convolutional_box_predictor', 'weight_shared_convolutional_box_predictor'),
-      why={'mask_rcnn_box_predictor': _TWO_STAGE, 'rfcn_box_predictor': _TWO_STAGE})
+  kind = config_checks.oneof_choice(box_predictor_config, 'box_predictor_oneof', path,
+                                    SINGLE_STAGE_KINDS + TWO_STAGE_KINDS)
+  if kind == 'mask_rcnn_box_predictor':
+    return _build_mask_rcnn(argscope_fn, box_predictor_config.mask_rcnn_box_predictor,
+                            is_training, num_classes, path + '.' + kind)
+  if kind == 'rfcn_box_predictor':
+    return _build_rfcn(argscope_fn, box_predictor_config.rfcn_box_predictor, is_training,
+                       num_classes, path + '.' + kind)
   if kind == 'weight_shared_convolutional_box_predictor':
     return _build_weight_shared(argscope_fn, box_predictor_config.
                                 weight_shared_convolutional_box_predictor, is_training,
@@ -110,6 +119,60 @@ def _build_weight_shared(argscope_fn, config, is_training, num_classes,
       use_depthwise=config.use_depthwise,
       score_converter_fn=score_converter_fn,
       box_encodings_clip_range=_clip_range(config))
+
+
+def _build_mask_rcnn(argscope_fn, config, is_training, num_classes, path):
+  config_checks.refuse_unsupported(
+      config, path, supported=(
+          'fc_hyperparams', 'use_dropout', 'dropout_keep_probability', 'box_code_size',
+          'conv_hyperparams', 'predict_instance_masks', 'mask_prediction_conv_depth',
+          'mask_height', 'mask_width', 'mask_prediction_num_conv_layers',
+          'masks_are_class_agnostic', 'share_box_across_classes',
+          'convolve_then_upsample_masks'),
+      why={'predict_keypoints': 'keypoint heads of the second stage are not implemented'})
+  if not config.HasField('fc_hyperparams'):
+    raise ValueError('%s.fc_hyperparams must be set (the box and class layers are fully '
+                     'connected)' % path)
+  if config.predict_instance_masks and not config.HasField('conv_hyperparams'):
+    raise ValueError('%s.conv_hyperparams must be set when predict_instance_masks is true '
+                     '(the mask head is convolutional)' % path)
+  if not 0.0 < config.dropout_keep_probability <= 1.0:
+    raise ValueError('%s.dropout_keep_probability must be in (0, 1], got %s'
+                     % (path, config.dropout_keep_probability))
+  conv_hyperparams_fn = None
+  if config.HasField('conv_hyperparams'):
+    conv_hyperparams_fn = argscope_fn(config.conv_hyperparams, is_training)
+  return two_stage_box_predictors.MaskRCNNBoxPredictor(
+      is_training=is_training,
+      num_classes=num_classes,
+      fc_hyperparams_fn=argscope_fn(config.fc_hyperparams, is_training),
+      use_dropout=config.use_dropout,
+      dropout_keep_prob=config.dropout_keep_probability,
+      box_code_size=config.box_code_size,
+      conv_hyperparams_fn=conv_hyperparams_fn,
+      predict_instance_masks=config.predict_instance_masks,
+      mask_height=config.mask_height,
+      mask_width=config.mask_width,
+      mask_prediction_num_conv_layers=config.mask_prediction_num_conv_layers,
+      mask_prediction_conv_depth=config.mask_prediction_conv_depth,
+      masks_are_class_agnostic=config.masks_are_class_agnostic,
+      share_box_across_classes=config.share_box_across_classes,
+      convolve_then_upsample_masks=config.convolve_then_upsample_masks)
+
+
+def _build_rfcn(argscope_fn, config, is_training, num_classes, path):
+  for field in ('num_spatial_bins_height', 'num_spatial_bins_width', 'depth', 'crop_height',
+                'crop_width', 'box_code_size'):
+    if getattr(config, field) < 1:
+      raise ValueError('%s.%s must be positive, got %d' % (path, field, getattr(config, field)))
+  return rfcn_box_predictor.RfcnBoxPredictor(
+      is_training=is_training,
+      num_classes=num_classes,
+      conv_hyperparams_fn=argscope_fn(config.conv_hyperparams, is_training),
+      num_spatial_bins=[config.num_spatial_bins_height, config.num_spatial_bins_width],
+      depth=config.depth,
+      crop_size=[config.crop_height, config.crop_width],
+      box_code_size=config.box_code_size)
 
 
 def _clip_range(config):

@@ -1,12 +1,14 @@
-"""Which class builds each `ssd.feature_extractor.type`.
+"""Which class builds each `ssd.feature_extractor.type` and `faster_rcnn.feature_extractor.type`.
 
-The type strings are the OD API's (its SSD_FEATURE_EXTRACTOR_CLASS_MAP), plus
-slimtrain's small CPU-demo extractors. Modules are imported on first use, so
+The type strings are the OD API's (its SSD_FEATURE_EXTRACTOR_CLASS_MAP and
+FASTER_RCNN_FEATURE_EXTRACTOR_CLASS_MAP), plus slimtrain's small CPU-demo
+extractors. Modules are imported on first use, so
 building one model does not import every backbone.
 
     extractor_class = feature_extractor_registry.lookup('ssd_mobilenet_v1',
                                                         'model.ssd.feature_extractor.type')
-    feature_extractor_registry.types()     # every supported type, sorted
+    feature_extractor_registry.types()     # every supported SSD type, sorted
+    frcnn_class = feature_extractor_registry.lookup_faster_rcnn('faster_rcnn_resnet50')
 """
 
 import importlib
@@ -41,6 +43,21 @@ _SSD_EXTRACTORS = {
     'ssd_resnet152_v1_fpn': (_RESNET_FPN, 'SSDResnet152V1FpnFeatureExtractor'),
 }
 
+# faster_rcnn.feature_extractor.type -> (module under models/, class name); the
+# OD API's FASTER_RCNN_FEATURE_EXTRACTOR_CLASS_MAP keys.
+_RESNET = 'faster_rcnn_resnet_v1_feature_extractors'
+_FASTER_RCNN_EXTRACTORS = {
+    'faster_rcnn_resnet50': (_RESNET, 'FasterRCNNResnet50FeatureExtractor'),
+    'faster_rcnn_resnet101': (_RESNET, 'FasterRCNNResnet101FeatureExtractor'),
+    'faster_rcnn_resnet152': (_RESNET, 'FasterRCNNResnet152FeatureExtractor'),
+    'faster_rcnn_inception_v2': ('faster_rcnn_inception_v2_feature_extractor',
+                                 'FasterRCNNInceptionV2FeatureExtractor'),
+    'faster_rcnn_inception_resnet_v2': ('faster_rcnn_inception_resnet_v2_feature_extractor',
+                                        'FasterRCNNInceptionResnetV2FeatureExtractor'),
+    'faster_rcnn_nas': ('faster_rcnn_nas_feature_extractor', 'FasterRCNNNASFeatureExtractor'),
+    'faster_rcnn_pnas': ('faster_rcnn_pnas_feature_extractor', 'FasterRCNNPNASFeatureExtractor'),
+}
+
 # slimtrain's own extractors make as many maps as the anchor generator has layers.
 _LAYERS_FOLLOW_ANCHORS = ('small_mobilenet_v1', 'small_resnet')
 
@@ -68,6 +85,27 @@ def layers_follow_anchors(extractor_type):
   return extractor_type in _LAYERS_FOLLOW_ANCHORS
 
 
+def faster_rcnn_types():
+  """The supported `faster_rcnn.feature_extractor.type` strings, sorted."""
+  return sorted(_FASTER_RCNN_EXTRACTORS)
+
+
+def lookup_faster_rcnn(extractor_type, path='model.faster_rcnn.feature_extractor.type'):
+  """The FasterRCNNFeatureExtractor subclass of `extractor_type`.
+
+  Raises:
+    ValueError: naming `path` for an unknown type.
+  """
+  if extractor_type not in _FASTER_RCNN_EXTRACTORS:
+    raise ValueError('%s: unknown feature extractor %r; expected one of %s'
+                     % (path, extractor_type, ', '.join(faster_rcnn_types())))
+  return _load(*_FASTER_RCNN_EXTRACTORS[extractor_type])
+
+
+def _load(module_name, class_name):
+  return getattr(importlib.import_module('models.' + module_name), class_name)
+
+
 def lookup(extractor_type, path='feature_extractor.type'):
   """The SSDFeatureExtractor subclass of `extractor_type`.
 
@@ -80,6 +118,4 @@ def lookup(extractor_type, path='feature_extractor.type'):
   if extractor_type not in _SSD_EXTRACTORS:
     raise ValueError('%s: unknown feature extractor %r; expected one of %s'
                      % (path, extractor_type, ', '.join(types())))
-  module_name, class_name = _SSD_EXTRACTORS[extractor_type]
-  module = importlib.import_module('models.' + module_name)
-  return getattr(module, class_name)
+  return _load(*_SSD_EXTRACTORS[extractor_type])

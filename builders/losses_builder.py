@@ -77,6 +77,37 @@ def build_classification_loss(config, path='classification_loss'):
   return losses.WeightedSigmoidClassificationLoss()
 
 
+def build_faster_rcnn_classification_loss(config,
+                                          path='second_stage_classification_loss'):
+  """The second stage's classification loss: softmax when unset, as the OD API's.
+
+  weighted_sigmoid, weighted_softmax and weighted_sigmoid_focal are built;
+  `anchorwise_output: true` is accepted (our losses are always per anchor).
+  """
+  if not isinstance(config, losses_pb2.ClassificationLoss):
+    raise ValueError('loss_config not of type losses_pb2.ClassificationLoss.')
+  kind = config_checks.oneof_choice(
+      config, 'classification_loss', path,
+      ('weighted_sigmoid', 'weighted_softmax', 'weighted_sigmoid_focal'))
+  if kind is None:
+    return losses.WeightedSoftmaxClassificationLoss()
+  options = getattr(config, kind)
+  if options.HasField('anchorwise_output') and not options.anchorwise_output:
+    raise ValueError('%s.%s.anchorwise_output: false is set, but slimtrain does not build '
+                     'it: the losses are always returned per anchor' % (path, kind))
+  return build_classification_loss(_without_anchorwise_output(config), path)
+
+
+def _without_anchorwise_output(config):
+  """A copy of a ClassificationLoss with the (accepted) anchorwise_output cleared."""
+  copy = losses_pb2.ClassificationLoss()
+  copy.CopyFrom(config)
+  options = getattr(copy, copy.WhichOneof('classification_loss'))
+  if options.DESCRIPTOR.fields_by_name.get('anchorwise_output') is not None:
+    options.ClearField('anchorwise_output')
+  return copy
+
+
 def build_localization_loss(config, path='localization_loss'):
   """A core.losses localization loss of a LocalizationLoss proto."""
   if not isinstance(config, losses_pb2.LocalizationLoss):

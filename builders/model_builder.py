@@ -6,7 +6,9 @@ constructor arguments. The `model` oneof picks the family:
     ssd              -> models.ssd_meta_arch.SSDMetaArch (any extractor of
                         builders/feature_extractor_registry.py)
     slim_classifier  -> models.slim_classifier.SlimClassifier
-    faster_rcnn      -> refused by name (the two-stage models are not built yet)
+    faster_rcnn      -> models.faster_rcnn_meta_arch.FasterRCNNMetaArch, or
+                        models.rfcn_meta_arch.RFCNMetaArch with an
+                        rfcn_box_predictor (builders/faster_rcnn_builder.py)
 
 Each sub-message has its own builder, as in the OD API (image_resizer_builder,
 anchor_generator_builder, box_coder_builder, matcher_builder,
@@ -29,6 +31,7 @@ from builders import anchor_generator_builder
 from builders import box_coder_builder
 from builders import box_predictor_builder
 from builders import config_checks
+from builders import faster_rcnn_builder
 from builders import feature_extractor_registry
 from builders import hyperparams_builder
 from builders import image_resizer_builder
@@ -60,7 +63,8 @@ def build(model_config, is_training, add_summaries=True):
     add_summaries: whether the model adds its own summaries.
 
   Returns:
-    An SSDMetaArch (a core.model.DetectionModel) or a SlimClassifier (a
+    An SSDMetaArch, FasterRCNNMetaArch or RFCNMetaArch (a
+    core.model.DetectionModel) or a SlimClassifier (a
     core.model.ClassificationModel).
 
   Raises:
@@ -72,12 +76,13 @@ def build(model_config, is_training, add_summaries=True):
     return build_ssd(model_config.ssd, is_training, add_summaries)
   if kind == 'slim_classifier':
     return build_slim_classifier(model_config.slim_classifier, is_training, add_summaries)
-  if kind in ('faster_rcnn', 'experimental_model'):
-    raise ValueError(
-        'model.%s is set, but slimtrain does not build it yet: the two-stage '
-        'meta-architecture (Faster R-CNN, R-FCN, Mask R-CNN) is not implemented; '
-        'the SSD family (model.ssd) is' % kind)
-  raise ValueError('model: no model set; set one of model.ssd or model.slim_classifier')
+  if kind == 'faster_rcnn':
+    return faster_rcnn_builder.build(model_config.faster_rcnn, is_training, add_summaries)
+  if kind == 'experimental_model':
+    raise ValueError('model.experimental_model is set, but slimtrain does not build it: '
+                     'the OD API looks its models up in a registry slimtrain does not have')
+  raise ValueError('model: no model set; set one of model.ssd, model.faster_rcnn or '
+                   'model.slim_classifier')
 
 
 def build_slim_classifier(config, is_training, add_summaries=True):
@@ -134,6 +139,10 @@ def build_ssd(config, is_training, add_summaries=True):
       config.feature_extractor, is_training,
       len(anchor_generator.num_anchors_per_location()),
       freeze_batchnorm=config.freeze_batchnorm)
+  config_checks.oneof_choice(
+      config.box_predictor, 'box_predictor_oneof', _SSD_PATH + '.box_predictor',
+      box_predictor_builder.SINGLE_STAGE_KINDS,
+      why=dict.fromkeys(box_predictor_builder.TWO_STAGE_KINDS, _TWO_STAGE_PREDICTOR))
   predictor = box_predictor_builder.build(hyperparams_builder.build, config.box_predictor,
                                           is_training, config.num_classes)
   classification_loss, localization_loss, cls_weight, loc_weight, miner = (
@@ -226,6 +235,9 @@ def build_feature_extractor(config, is_training, num_anchor_layers, freeze_batch
 
 # The Ssd fields build_ssd builds; the others are refused by name.
 _SSD_PATH = 'model.ssd'
+_TWO_STAGE_PREDICTOR = ('a two-stage (Faster R-CNN / R-FCN) box predictor; SSDs take '
+                        'convolutional_box_predictor or '
+                        'weight_shared_convolutional_box_predictor')
 _SSD_FIELDS = (
     'num_classes', 'image_resizer', 'feature_extractor', 'box_coder', 'matcher',
     'similarity_calculator', 'encode_background_as_zeros', 'negative_class_weight',

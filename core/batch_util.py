@@ -1,4 +1,4 @@
-"""From a padded batch back to per-image tensors: `unstack_batch` (OD's `model_lib`).
+"""Per-image tensors and padded batches: `unstack_batch` (OD's `model_lib`), `pad_images`.
 
 Estimator input_fns batch the groundtruth padded to a fixed number of boxes, with the
 true count in `num_groundtruth_boxes`. A model's `provide_groundtruth` wants one tensor
@@ -15,6 +15,16 @@ Every tensor of the dict is unstacked along its first dimension (which must be s
 the fields padded per box (`PADDED_PER_BOX_FIELDS` present in the dict) are then cut to
 each image's `num_groundtruth_boxes`. Other fields (images, shapes, keys, per-image
 classes) are only unstacked.
+
+The other way, `pad_images` makes one batch of preprocessed images of
+different sizes (keep_aspect_ratio_resizer, batch_size > 1): each is padded at
+the bottom and right to the largest height and width, and its normalized
+groundtruth boxes are moved into the padded image's frame (the OD API's
+input pipeline realigns its boxes the same way), while `true_image_shapes`
+keeps each image's content size:
+
+    images, true_shapes, boxes_list = batch_util.pad_images(
+        [model.preprocess(image) for image in images], boxes_list)
 """
 
 import tensorflow as tf
@@ -87,3 +97,52 @@ def unstack_batch(tensor_dict, unpad_groundtruth_tensors=True):
     unbatched[key] = [_first_rows(padded, count)
                       for padded, count in zip(unbatched[key], counts)]
   return unbatched
+
+
+def to_padded_frame(boxes, true_image_shape, padded_height, padded_width):
+  """Normalized boxes of an image's content -> normalized to the padded image.
+
+  Args:
+    boxes: float [N, 4] normalized to the content ([0, 1] spans true_image_shape).
+    true_image_shape: int32 [3], the content's height, width, channels.
+    padded_height: the padded image's height (int or scalar tensor).
+    padded_width: the padded image's width.
+
+  Returns:
+    float [N, 4], the same boxes relative to the padded image.
+  """
+  scale_y = tf.cast(true_image_shape[0], boxes.dtype) / tf.cast(padded_height, boxes.dtype)
+  scale_x = tf.cast(true_image_shape[1], boxes.dtype) / tf.cast(padded_width, boxes.dtype)
+  return boxes * tf.stack([scale_y, scale_x, scale_y, scale_x])
+
+
+def pad_images(preprocessed, boxes_list):
+  """One batch from per-image (image [1, h, w, C], true_image_shapes [1, 3]) pairs.
+
+  Images of one static size are concatenated as they are (keeping the static
+  shape a fixed-size model needs); others are padded with zeros at the
+  bottom and right to the largest height and width. Either way each image's
+  boxes are moved from its content's frame into its (padded) image's frame,
+  which changes nothing where the content fills the image.
+
+  Args:
+    preprocessed: list of (image [1, h_i, w_i, C], true_image_shapes [1, 3])
+      as `DetectionModel.preprocess` returns them.
+    boxes_list: list of float [N_i, 4] boxes normalized to each content.
+
+  Returns:
+    (images [B, H, W, C], true_image_shapes int32 [B, 3], boxes list).
+  """
+  images = [image for image, _ in preprocessed]
+  true_shapes = tf.concat([shape for _, shape in preprocessed], 0)
+  static = [image.shape[1:3] for image in images]
+  if all(shape.is_fully_defined() for shape in static) and len(
+      set(tuple(shape.as_list()) for shape in static)) == 1:
+    height, width = static[0].as_list()
+  else:
+    sizes = tf.stack([tf.shape(image)[1:3] for image in images])
+    height, width = tf.reduce_max(sizes[:, 0]), tf.reduce_max(sizes[:, 1])
+    images = [tf.image.pad_to_bounding_box(image, 0, 0, height, width) for image in images]
+  boxes_list = [to_padded_frame(boxes, true_shapes[i], height, width)
+                for i, boxes in enumerate(boxes_list)]
+  return tf.concat(images, 0), true_shapes, boxes_list

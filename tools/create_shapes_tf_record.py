@@ -65,7 +65,7 @@ def _contrasting_colour(rng, background):
   return 255 - background
 
 
-def generate_example(rng, height, width, max_shapes=3, num_classes=3):
+def generate_example(rng, height, width, max_shapes=3, num_classes=3, with_masks=False):
   """Draws one image.
 
   Args:
@@ -74,10 +74,12 @@ def generate_example(rng, height, width, max_shapes=3, num_classes=3):
     width: image width in pixels.
     max_shapes: at most this many shapes (at least 1).
     num_classes: kinds of shape to use (1..5).
+    with_masks: also return each shape's instance mask.
 
   Returns:
     (image uint8 [H, W, 3], boxes float32 [N, 4] normalized ymin, xmin, ymax,
-    xmax, classes int [N] in 1..num_classes).
+    xmax, classes int [N] in 1..num_classes), and with_masks a fourth entry,
+    uint8 [N, H, W] masks (1 on the shape's pixels).
   """
   if not 1 <= num_classes <= MAX_CLASSES:
     raise ValueError('num_classes must be in 1..%d, got %d' % (MAX_CLASSES, num_classes))
@@ -86,7 +88,7 @@ def generate_example(rng, height, width, max_shapes=3, num_classes=3):
   image = np.clip(background + noise, 0, 255)
   num_shapes = int(rng.integers(1, max(1, max_shapes) + 1))
   placed = []  # [y0, x0, y1, x1) pixel windows
-  boxes, classes = [], []
+  boxes, classes, masks = [], [], []
   min_side = max(4, int(0.15 * min(height, width)))
   max_side = max(min_side + 1, int(0.5 * min(height, width)))
   for _ in range(num_shapes):
@@ -110,28 +112,36 @@ def generate_example(rng, height, width, max_shapes=3, num_classes=3):
     boxes.append([(y0 + rows[0]) / height, (x0 + cols[0]) / width,
                   (y0 + rows[-1] + 1) / height, (x0 + cols[-1] + 1) / width])
     classes.append(class_id)
-  return (image.astype(np.uint8), np.asarray(boxes, np.float32).reshape([-1, 4]),
-          np.asarray(classes, np.int64))
+    full_mask = np.zeros([height, width], np.uint8)
+    full_mask[y0:y0 + h, x0:x0 + w] = mask
+    masks.append(full_mask)
+  example = (image.astype(np.uint8), np.asarray(boxes, np.float32).reshape([-1, 4]),
+             np.asarray(classes, np.int64))
+  if with_masks:
+    return example + (np.asarray(masks, np.uint8).reshape([-1, height, width]),)
+  return example
 
 
 def _split_examples(split, split_id, count, seed, height, width, max_shapes, num_classes,
-                    image_format, codec):
+                    image_format, codec, instance_masks):
   """Yields the tf.Examples of one split."""
   extension = 'jpg' if image_format == 'jpeg' else 'png'
   for index in range(count):
     rng = np.random.default_rng([seed, split_id, index])
-    image, boxes, classes = generate_example(rng, height, width, max_shapes, num_classes)
+    image, boxes, classes, masks = generate_example(rng, height, width, max_shapes,
+                                                    num_classes, with_masks=True)
     encoded = codec.encode(image, image_format)
     yield dataset_util.detection_example(
         encoded, image_format, height, width, boxes, classes,
         class_texts=[SHAPE_NAMES[c - 1] for c in classes],
         filename='%s_%06d.%s' % (split, index, extension),
-        source_id='%s_%d' % (split, index))
+        source_id='%s_%d' % (split, index),
+        png_masks=[codec.encode_mask(m) for m in masks] if instance_masks else None)
 
 
 def create_shapes_dataset(output_dir, num_train=256, num_val=32, height=128, width=128,
                           max_shapes=3, num_classes=3, num_shards=4, num_val_shards=1,
-                          seed=0, image_format='jpeg'):
+                          seed=0, image_format='jpeg', instance_masks=False):
   """Writes the shapes dataset and its label map.
 
   Args:
@@ -146,6 +156,8 @@ def create_shapes_dataset(output_dir, num_train=256, num_val=32, height=128, wid
     num_val_shards: val shards.
     seed: the dataset is a function of the seed and the arguments above.
     image_format: 'jpeg' or 'png'.
+    instance_masks: also write each shape's mask (PNG, `image/object/mask`),
+      for Mask R-CNN (`load_instance_masks: true`, `mask_type: PNG_MASKS`).
 
   Returns:
     a dict with train_files, val_files, train_pattern, val_pattern,
@@ -170,7 +182,7 @@ def create_shapes_dataset(output_dir, num_train=256, num_val=32, height=128, wid
         continue
       prefix = paths.join(output_dir, split + '.tfrecord')
       examples = _split_examples(split, split_id, count, seed, height, width, max_shapes,
-                                 num_classes, image_format, codec)
+                                 num_classes, image_format, codec, instance_masks)
       split_shards = max(1, min(shards, count))
       shard_paths, written = dataset_util.write_sharded(examples, prefix, split_shards)
       info[split + '_files'] = shard_paths
@@ -199,6 +211,8 @@ def define_flags():
   flags.DEFINE_integer('num_val_shards', 1, 'Val shards.')
   flags.DEFINE_integer('seed', 0, 'Random seed; same seed, same files.')
   flags.DEFINE_enum('image_format', 'jpeg', ['jpeg', 'png'], 'Image encoding.')
+  flags.DEFINE_boolean('instance_masks', False,
+                       'Also write instance masks (PNG) for Mask R-CNN.')
 
 
 def main(argv):
@@ -209,7 +223,7 @@ def main(argv):
       FLAGS.output_dir, num_train=FLAGS.num_train, num_val=FLAGS.num_val, height=FLAGS.height,
       width=FLAGS.width, max_shapes=FLAGS.max_shapes, num_classes=FLAGS.num_classes,
       num_shards=FLAGS.num_shards, num_val_shards=FLAGS.num_val_shards, seed=FLAGS.seed,
-      image_format=FLAGS.image_format)
+      image_format=FLAGS.image_format, instance_masks=FLAGS.instance_masks)
   print('Wrote %d train and %d val images; label map %s' %
         (info['num_train'], info['num_val'], info['label_map_path']))
 

@@ -19,6 +19,7 @@ import hashlib
 import numpy as np
 import tensorflow as tf
 
+from core import data_decoders
 from core import standard_fields as fields
 
 _KEYS = fields.TfExampleFields
@@ -53,7 +54,8 @@ def _image_feature(encoded, image_format, height, width, filename, source_id):
 
 
 def detection_example(encoded, image_format, height, width, boxes, class_ids, class_texts=None,
-                      filename='', source_id='', difficult=None, is_crowd=None, area=None):
+                      filename='', source_id='', difficult=None, is_crowd=None, area=None,
+                      png_masks=None):
   """Builds an OD-API-layout detection tf.Example.
 
   Args:
@@ -69,6 +71,7 @@ def detection_example(encoded, image_format, height, width, boxes, class_ids, cl
     difficult: optional N ints (0/1).
     is_crowd: optional N ints (0/1).
     area: optional N floats (pixels).
+    png_masks: optional N PNG-encoded instance masks (`image/object/mask`).
 
   Returns:
     a tf.train.Example.
@@ -91,6 +94,8 @@ def detection_example(encoded, image_format, height, width, boxes, class_ids, cl
     feature[_KEYS.object_is_crowd] = int64_list_feature(is_crowd)
   if area is not None:
     feature['image/object/area'] = float_list_feature(area)
+  if png_masks is not None:
+    feature[data_decoders.OBJECT_MASK] = bytes_list_feature(png_masks)
   return tf.train.Example(features=tf.train.Features(feature=feature))
 
 
@@ -117,6 +122,8 @@ class ImageCodec:
       self._image = tf.compat.v1.placeholder(tf.uint8, [None, None, 3])
       self._jpeg = tf.io.encode_jpeg(self._image, quality=jpeg_quality)
       self._png = tf.io.encode_png(self._image)
+      self._mask = tf.compat.v1.placeholder(tf.uint8, [None, None])
+      self._mask_png = tf.io.encode_png(self._mask[:, :, None])
       self._encoded = tf.compat.v1.placeholder(tf.string, [])
       self._decoded = tf.io.decode_image(self._encoded, channels=3, expand_animations=False)
     config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=1,
@@ -130,6 +137,10 @@ class ImageCodec:
       raise ValueError("image_format must be 'jpeg' or 'png', got %r" % image_format)
     output = self._jpeg if image_format == 'jpeg' else self._png
     return self._session.run(output, {self._image: image})
+
+  def encode_mask(self, mask):
+    """Encodes a [H, W] 0/1 instance mask as one-channel PNG bytes (the OD API's PNG_MASKS)."""
+    return self._session.run(self._mask_png, {self._mask: np.asarray(mask, np.uint8)})
 
   def decode(self, encoded):
     """Decodes JPEG/PNG bytes to a uint8 [H, W, 3] array."""

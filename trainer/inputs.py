@@ -35,6 +35,7 @@ import tensorflow as tf
 from builders import input_reader_builder
 from builders import model_builder
 from builders import preprocessor_builder
+from core import batch_util
 from core import label_map_util
 from core import preprocessor
 from core import standard_fields as fields
@@ -63,6 +64,11 @@ def _transform_fn(model_config, num_classes, augmentation=()):
     image, true_shape = model.preprocess(tensor_dict[_INPUT.image])
     tensor_dict[_INPUT.image] = image[0]
     tensor_dict[_INPUT.true_image_shape] = true_shape[0]
+    # A resizer that pads (pad_to_max_dimension) leaves the boxes relative to
+    # the content; the model places anchors on the padded image.
+    image_shape = tf.shape(image)
+    tensor_dict[_INPUT.groundtruth_boxes] = batch_util.to_padded_frame(
+        tensor_dict[_INPUT.groundtruth_boxes], true_shape[0], image_shape[1], image_shape[2])
     classes = tf.cast(label_map_util.checked_class_ids(
         tensor_dict[_INPUT.groundtruth_classes], num_classes, _INPUT.groundtruth_classes),
         tf.int32) - fields.LABEL_ID_OFFSET

@@ -65,6 +65,7 @@ import tf_slim as slim
 from builders import deploy_config_builder
 from builders import optimizer_builder
 from builders import preprocessor_builder
+from core import batch_util
 from core import batcher
 from core import fine_tune
 from core import gradient_surgery
@@ -235,9 +236,10 @@ def _create_losses(input_queue, create_model_fn, train_config):
          train_config.use_multiclass_scores)
     # A 2017 OD model (no true_image_shapes) is driven with the calls of its time.
     calls = model_generations.DetectionModelCalls(model)
-    preprocessed = [calls.preprocess(image) for image in images]
-    images = tf.concat([p[0] for p in preprocessed], 0)
-    true_image_shapes = tf.concat([p[1] for p in preprocessed], 0)
+    # Images of different sizes (keep_aspect_ratio_resizer) are padded to one
+    # batch, their boxes moved into the padded frame.
+    images, true_image_shapes, groundtruth_boxes_list = batch_util.pad_images(
+        [calls.preprocess(image) for image in images], groundtruth_boxes_list)
     if any(mask is None for mask in groundtruth_masks_list):
       groundtruth_masks_list = None
     if any(kp is None for kp in groundtruth_keypoints_list):

@@ -12,6 +12,7 @@ from builders import input_reader_builder
 from core import data_decoders
 from core import label_map_util
 from core import standard_fields as fields
+from protos import input_reader_pb2
 from tests.input import input_test_util
 from tools import create_shapes_tf_record
 from tools import create_tf_record
@@ -47,6 +48,28 @@ class ShapesDatasetTest(tf.test.TestCase):
     self.assertTrue(set(classes.tolist()) <= {1, 2, 3, 4, 5})
     self.assertTrue(np.all(boxes >= 0) and np.all(boxes <= 1))
     self.assertTrue(np.all(boxes[:, 0] < boxes[:, 2]) and np.all(boxes[:, 1] < boxes[:, 3]))
+
+  def test_instance_masks_decode_and_fit_their_boxes(self):
+    info = create_shapes_tf_record.create_shapes_dataset(
+        os.path.join(self.get_temp_dir(), 'masks'), num_train=3, num_val=0, height=32,
+        width=40, num_shards=1, instance_masks=True)
+    decoder = data_decoders.TfExampleDecoder(load_instance_masks=True,
+                                             instance_mask_type=input_reader_pb2.PNG_MASKS)
+    with tf.Graph().as_default():
+      serialized = tf.compat.v1.placeholder(tf.string, [])
+      decoded = decoder.decode(serialized)
+      with tf.compat.v1.Session() as sess:
+        for record in tf.compat.v1.io.tf_record_iterator(info['train_files'][0]):
+          example = sess.run(decoded, {serialized: record})
+          masks = example[_FIELDS.groundtruth_instance_masks]
+          boxes = example[_FIELDS.groundtruth_boxes]
+          self.assertEqual(masks.shape, (len(boxes), 32, 40))
+          self.assertEqual(set(np.unique(masks).tolist()), {0, 1})
+          for mask, box in zip(masks, boxes):
+            rows, cols = np.nonzero(mask)
+            # Each mask's tight box is its groundtruth box.
+            self.assertAllClose([rows.min() / 32, cols.min() / 40, (rows.max() + 1) / 32,
+                                 (cols.max() + 1) / 40], box)
 
   def test_round_trip_deterministic_and_split(self):
     first = create_shapes_tf_record.create_shapes_dataset(

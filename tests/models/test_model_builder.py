@@ -119,7 +119,7 @@ class ModelBuilderTest(tf.test.TestCase):
 
   def test_errors_name_the_field(self):
     cases = [
-        (model_pb2.DetectionModel(), 'model.ssd or model.slim_classifier'),
+        (model_pb2.DetectionModel(), 'model.ssd, model.faster_rcnn or model.slim_classifier'),
         (parse('slim_classifier { net: "small_cnn" }'), 'slim_classifier.num_classes'),
         (parse('slim_classifier { num_classes: 3 net: "lenet" }'), 'slim_classifier.net'),
         (with_ssd(lambda s: s.ClearField('num_classes')), 'ssd.num_classes'),
@@ -149,7 +149,8 @@ class ModelBuilderTest(tf.test.TestCase):
         (with_ssd(lambda s: s.loss.random_example_sampler.SetInParent()),
          'model.ssd.loss.random_example_sampler is set'),
         (parse('faster_rcnn { num_classes: 3 }'),
-         'model.faster_rcnn is set, but slimtrain does not build it yet'),
+         'model.faster_rcnn.second_stage_box_predictor: set mask_rcnn_box_predictor or '
+         'rfcn_box_predictor'),
         (with_ssd(lambda s: setattr(s.post_processing.batch_non_max_suppression,
                                     'iou_threshold', 2.0)), 'iou_threshold'),
     ]

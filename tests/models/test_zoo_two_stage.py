@@ -1,0 +1,126 @@
+"""The two-stage configs of configs/zoo/ fine-tune from a zoo checkpoint as a user's would.
+
+Each (faster_rcnn_*, mask_rcnn_*, rfcn_*) fine-tunes with the legacy trainer
+on the shapes data (3 classes, with instance masks for Mask R-CNN), one image
+per clone at its own size, after restoring a checkpoint written in the zoo's
+layout (random values under the names and shapes the OD API gives the sample
+config of that name, tests/models/data/). The step runs with a zero learning
+rate, so the trained checkpoint shows what was restored: every variable whose
+shape does not depend on num_classes equals the zoo checkpoint's value; the
+class-dependent second-stage layers start fresh, as in the OD API.
+test_zoo_two_stage_layout.py checks the layouts of all 27 sample configs.
+"""
+
+import functools
+import glob
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from builders import input_reader_builder
+from builders import model_builder
+from core import config_util
+from tests import test_util
+from tests.models import zoo_testlib
+from tests.models import zoo_two_stage_testlib
+from tools import create_shapes_tf_record
+from trainer import trainer
+
+tf.compat.v1.disable_eager_execution()
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ARCHITECTURES = zoo_two_stage_testlib.TWO_STAGE_ARCHITECTURES
+TWO_STAGE_CONFIGS = sorted(
+    path for path in glob.glob(os.path.join(REPO_ROOT, 'configs', 'zoo', '*.config'))
+    if os.path.basename(path).startswith(('faster_rcnn', 'mask_rcnn', 'rfcn')))
+pytestmark = pytest.mark.slow
+# The fixed-size (NASNet) config trains at this size.
+_FIXED_SIZE = 96
+
+
+def _name(path):
+  return os.path.basename(path)[:-len('.config')]
+
+
+@pytest.fixture(scope='module')
+def shapes_data(tmp_path_factory):
+  return create_shapes_tf_record.create_shapes_dataset(
+      str(tmp_path_factory.mktemp('shapes')), num_train=4, num_val=0, height=80, width=96,
+      num_shards=1, instance_masks=True)
+
+
+def _small_configs(path, data, checkpoint):
+  """The config at a small size: keep_aspect_ratio 64..96 (fixed 96 where fixed), few proposals."""
+  configs = config_util.get_configs_from_pipeline_file(path)
+  frcnn = configs['model'].faster_rcnn
+  resizer = frcnn.image_resizer
+  if resizer.HasField('keep_aspect_ratio_resizer'):
+    resizer.keep_aspect_ratio_resizer.min_dimension = 64
+    resizer.keep_aspect_ratio_resizer.max_dimension = 96
+  else:
+    resizer.fixed_shape_resizer.height = resizer.fixed_shape_resizer.width = _FIXED_SIZE
+  frcnn.first_stage_max_proposals = 16
+  frcnn.second_stage_batch_size = 8
+  nms = frcnn.second_stage_post_processing.batch_non_max_suppression
+  nms.max_detections_per_class = nms.max_total_detections = 8
+  train_config = configs['train_config']
+  train_config.num_steps = 1
+  train_config.fine_tune_checkpoint = checkpoint
+  train_config.optimizer.momentum_optimizer.learning_rate.ClearField('learning_rate')
+  train_config.optimizer.momentum_optimizer.learning_rate.constant_learning_rate.learning_rate = (
+      0.0)
+  train_input = configs['train_input_config']
+  del train_input.tf_record_input_reader.input_path[:]
+  train_input.tf_record_input_reader.input_path.append(data['train_pattern'])
+  train_input.label_map_path = data['label_map_path']
+  return configs
+
+
+def _session_config():
+  # Grappler's rewrites of these large graphs cost seconds and change no value.
+  config = test_util.session_config(num_cpus=1)
+  config.graph_options.rewrite_options.disable_meta_optimizer = True
+  return config
+
+
+@pytest.mark.parametrize('path', TWO_STAGE_CONFIGS, ids=[_name(p) for p in TWO_STAGE_CONFIGS])
+def test_two_stage_config_fine_tunes_from_a_zoo_checkpoint(path, shapes_data, tmp_path):
+  checkpoint = str(tmp_path / 'zoo' / 'model.ckpt')
+  configs = _small_configs(path, shapes_data, checkpoint)
+  assert configs['model'].faster_rcnn.num_classes == 3
+  zoo_values = zoo_testlib.write_zoo_layout_checkpoint(_name(path) + '.config', checkpoint)
+
+  train_dir = str(tmp_path / 'train')
+  loss = trainer.train(
+      functools.partial(input_reader_builder.build, configs['train_input_config']),
+      functools.partial(model_builder.build, model_config=configs['model'],
+                        is_training=True),
+      configs['train_config'], master='', task=0, num_clones=1, worker_replicas=1,
+      clone_on_cpu=True, ps_tasks=0, worker_job_name='worker', is_chief=True,
+      train_dir=train_dir, session_config_override=_session_config())
+  assert np.isfinite(loss)
+
+  trained = tf.train.load_checkpoint(tf.train.latest_checkpoint(train_dir))
+  assert trained.get_tensor('global_step') == 1
+  shapes = trained.get_variable_to_shape_map()
+  # The OD API's NASNet creates a step counter inside its first cell when the
+  # graph has none (as when its variable list was taken); under the trainer
+  # it uses the graph's global_step.
+  zoo_values = {name: value for name, value in zoo_values.items()
+                if not name.endswith('/global_step')}
+  class_dependent = sorted(name for name, value in zoo_values.items()
+                           if list(shapes[name]) != list(value.shape))
+  # Only the second stage's class layers depend on num_classes.
+  assert class_dependent
+  assert all(name.startswith('SecondStageBoxPredictor/') for name in class_dependent)
+  changed = [name for name, value in zoo_values.items()
+             if name not in class_dependent
+             and not np.array_equal(trained.get_tensor(name), value)]
+  assert changed == []
+
+
+if __name__ == '__main__':
+  import sys
+  sys.exit(pytest.main([__file__]))
