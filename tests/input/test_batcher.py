@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from core import batch_util
 from core import batcher
 from core import prefetcher
 from tests.input import input_test_util
@@ -148,6 +149,37 @@ def test_prefetch_queue_is_named_and_reports_its_fullness(graph):
   assert queue.name == 'prefetch_queue'
   tags = [op.name for op in graph.get_operations() if op.type == 'ScalarSummary']
   assert any('fraction_of_4_full' in t for t in tags), tags
+
+
+def test_pad_images_pads_to_the_largest_and_moves_the_boxes_into_the_padded_frame(graph):
+  wide = np.arange(1 * 2 * 4 * 1, dtype=np.float32).reshape([1, 2, 4, 1]) + 1.0
+  tall = np.arange(1 * 4 * 2 * 1, dtype=np.float32).reshape([1, 4, 2, 1]) + 1.0
+  wide_shape = tf.compat.v1.placeholder(tf.float32, [1, None, None, 1])
+  tall_shape = tf.compat.v1.placeholder(tf.float32, [1, None, None, 1])
+  # The tall image's content is 3 rows of its 4 (its resizer padded one).
+  preprocessed = [(wide_shape, tf.constant([[2, 4, 1]])), (tall_shape, tf.constant([[3, 2, 1]]))]
+  boxes = [tf.constant([[0.0, 0.0, 1.0, 1.0]]), tf.constant([[0.0, 0.5, 1.0, 1.0]])]
+  images, true_shapes, padded_boxes = batch_util.pad_images(preprocessed, boxes)
+  with tf.compat.v1.Session() as sess:
+    images, true_shapes, padded_boxes = sess.run(
+        [images, true_shapes, padded_boxes], {wide_shape: wide, tall_shape: tall})
+  assert images.shape == (2, 4, 4, 1)
+  np.testing.assert_array_equal(images[0, :2], wide[0])
+  assert not images[0, 2:].any() and not images[1, :, 2:].any()
+  np.testing.assert_array_equal(images[1, :, :2], tall[0])
+  np.testing.assert_array_equal(true_shapes, [[2, 4, 1], [3, 2, 1]])
+  # Content 2x4 of 4x4, and 3x2 of 4x4.
+  np.testing.assert_allclose(padded_boxes[0], [[0.0, 0.0, 0.5, 1.0]])
+  np.testing.assert_allclose(padded_boxes[1], [[0.0, 0.25, 0.75, 0.5]])
+
+
+def test_pad_images_keeps_one_static_size_as_it_is(graph):
+  preprocessed = [(tf.zeros([1, 8, 6, 3]), tf.constant([[8, 6, 3]]))] * 2
+  boxes = [tf.constant([[0.1, 0.2, 0.3, 0.4]])] * 2
+  images, _, padded_boxes = batch_util.pad_images(preprocessed, boxes)
+  assert images.shape.as_list() == [2, 8, 6, 3]
+  with tf.compat.v1.Session() as sess:
+    np.testing.assert_allclose(sess.run(padded_boxes), [[[0.1, 0.2, 0.3, 0.4]]] * 2)
 
 
 if __name__ == '__main__':
