@@ -11,7 +11,6 @@ has another shape there (the zoo's num_classes) and starts fresh, as in the
 OD API.
 """
 
-import functools
 import glob
 import os
 
@@ -20,16 +19,13 @@ import pytest
 import tensorflow as tf
 import tf_slim as slim
 
-from builders import input_reader_builder
 from builders import model_builder
 from core import config_util
 from core import fine_tune
 from deployment import model_deploy
-from tests import test_util
 from models import mobilenet_v1
 from tests.models import zoo_testlib
 from tools import create_shapes_tf_record
-from trainer import trainer
 
 tf.compat.v1.disable_eager_execution()
 
@@ -100,12 +96,6 @@ def _small_configs(path, data, checkpoint):
   return configs
 
 
-def _session_config(num_clones=1):
-  # Grappler's rewrites of these large graphs cost seconds and change no value.
-  config = test_util.session_config(num_cpus=num_clones)
-  config.graph_options.rewrite_options.disable_meta_optimizer = True
-  return config
-
 
 @pytest.mark.parametrize('path', ZOO_CONFIGS, ids=[_name(p) for p in ZOO_CONFIGS])
 def test_zoo_config_fine_tunes_from_a_zoo_checkpoint(path, shapes_data, tmp_path):
@@ -117,14 +107,7 @@ def test_zoo_config_fine_tunes_from_a_zoo_checkpoint(path, shapes_data, tmp_path
 
   train_dir = str(tmp_path / 'train')
   num_clones = _CLONES.get(_name(path), 1)
-  loss = trainer.train(
-      functools.partial(input_reader_builder.build, configs['train_input_config']),
-      functools.partial(model_builder.build, model_config=configs['model'],
-                        is_training=True),
-      configs['train_config'], master='', task=0, num_clones=num_clones, worker_replicas=1,
-      clone_on_cpu=True, ps_tasks=0, worker_job_name='worker', is_chief=True,
-      train_dir=train_dir, session_config_override=_session_config(num_clones),
-      deployment_options={'clone_devices': ['/device:CPU:%d' % i for i in range(num_clones)]})
+  loss = zoo_testlib.train_with_legacy_trainer(configs, train_dir, num_clones=num_clones)
   assert np.isfinite(loss)
 
   trained = tf.train.load_checkpoint(tf.train.latest_checkpoint(train_dir))

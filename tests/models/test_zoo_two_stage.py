@@ -11,7 +11,6 @@ class-dependent second-stage layers start fresh, as in the OD API.
 test_zoo_two_stage_layout.py checks the layouts of all 27 sample configs.
 """
 
-import functools
 import glob
 import os
 
@@ -22,17 +21,14 @@ import tensorflow as tf
 import tf_slim as slim
 from tf_slim.nets import resnet_v1
 
-from builders import input_reader_builder
 from builders import model_builder
 from core import config_util
 from core import fine_tune
 from deployment import model_deploy
 from protos import model_pb2
-from tests import test_util
 from tests.models import zoo_testlib
 from tests.models import zoo_two_stage_testlib
 from tools import create_shapes_tf_record
-from trainer import trainer
 
 tf.compat.v1.disable_eager_execution()
 
@@ -84,12 +80,6 @@ def _small_configs(path, data, checkpoint):
   return configs
 
 
-def _session_config():
-  # Grappler's rewrites of these large graphs cost seconds and change no value.
-  config = test_util.session_config(num_cpus=1)
-  config.graph_options.rewrite_options.disable_meta_optimizer = True
-  return config
-
 
 @pytest.mark.parametrize('path', TWO_STAGE_CONFIGS, ids=[_name(p) for p in TWO_STAGE_CONFIGS])
 def test_two_stage_config_fine_tunes_from_a_zoo_checkpoint(path, shapes_data, tmp_path):
@@ -99,13 +89,7 @@ def test_two_stage_config_fine_tunes_from_a_zoo_checkpoint(path, shapes_data, tm
   zoo_values = zoo_testlib.write_zoo_layout_checkpoint(_name(path) + '.config', checkpoint)
 
   train_dir = str(tmp_path / 'train')
-  loss = trainer.train(
-      functools.partial(input_reader_builder.build, configs['train_input_config']),
-      functools.partial(model_builder.build, model_config=configs['model'],
-                        is_training=True),
-      configs['train_config'], master='', task=0, num_clones=1, worker_replicas=1,
-      clone_on_cpu=True, ps_tasks=0, worker_job_name='worker', is_chief=True,
-      train_dir=train_dir, session_config_override=_session_config())
+  loss = zoo_testlib.train_with_legacy_trainer(configs, train_dir)
   assert np.isfinite(loss)
 
   trained = tf.train.load_checkpoint(tf.train.latest_checkpoint(train_dir))
@@ -146,13 +130,7 @@ def test_two_images_of_different_sizes_train_as_one_padded_batch(tmp_path):
   train_input.shuffle = False
   train_input.num_readers = 1
   train_dir = str(tmp_path / 'train')
-  loss = trainer.train(
-      functools.partial(input_reader_builder.build, configs['train_input_config']),
-      functools.partial(model_builder.build, model_config=configs['model'],
-                        is_training=True),
-      configs['train_config'], master='', task=0, num_clones=1, worker_replicas=1,
-      clone_on_cpu=True, ps_tasks=0, worker_job_name='worker', is_chief=True,
-      train_dir=train_dir, session_config_override=_session_config())
+  loss = zoo_testlib.train_with_legacy_trainer(configs, train_dir)
   assert np.isfinite(loss)
   assert tf.train.load_checkpoint(train_dir).get_tensor('global_step') == 1
 

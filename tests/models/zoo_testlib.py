@@ -24,6 +24,11 @@ import numpy as np
 import tensorflow as tf
 import tf_slim as slim
 
+from builders import input_reader_builder
+from builders import model_builder
+from tests import test_util
+from trainer import trainer
+
 _DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'data',
                      'od_zoo_variables_451906e4.json.gz')
 
@@ -310,3 +315,21 @@ def with_num_classes(layout, from_classes, to_classes):
       shape = shape[:-1] + [shape[-1] // (from_classes + 1) * (to_classes + 1)]
     rescaled[name] = shape
   return rescaled
+
+
+def train_with_legacy_trainer(configs, train_dir, num_clones=1):
+  """Runs trainer.train on `configs` (config_util's dict), clones on virtual CPUs.
+
+  Returns:
+    the last step's total loss.
+  """
+  session_config = test_util.session_config(num_cpus=num_clones)
+  # Grappler's rewrites of these large graphs cost seconds and change no value.
+  session_config.graph_options.rewrite_options.disable_meta_optimizer = True
+  return trainer.train(
+      functools.partial(input_reader_builder.build, configs['train_input_config']),
+      functools.partial(model_builder.build, model_config=configs['model'], is_training=True),
+      configs['train_config'], master='', task=0, num_clones=num_clones, worker_replicas=1,
+      clone_on_cpu=True, ps_tasks=0, worker_job_name='worker', is_chief=True,
+      train_dir=train_dir, session_config_override=session_config,
+      deployment_options={'clone_devices': ['/device:CPU:%d' % i for i in range(num_clones)]})
