@@ -21,6 +21,7 @@ accepts only the first two, the Faster R-CNN builder only the last two.
 import tensorflow as tf
 
 from builders import config_checks
+from builders import hyperparams_builder
 from models import box_predictor as box_predictor_lib
 from models import rfcn_box_predictor
 from models import two_stage_box_predictors
@@ -80,7 +81,7 @@ def _build_convolutional(argscope_fn, config, is_training, num_classes,
   return box_predictor_lib.ConvolutionalBoxPredictor(
       is_training=is_training,
       num_classes=num_classes,
-      conv_hyperparams_fn=argscope_fn(config.conv_hyperparams, is_training),
+      conv_hyperparams_fn=_arg_scope_fn(argscope_fn, config, 'conv_hyperparams', is_training, path),
       min_depth=config.min_depth,
       max_depth=config.max_depth,
       num_layers_before_predictor=config.num_layers_before_predictor,
@@ -105,7 +106,7 @@ def _build_weight_shared(argscope_fn, config, is_training, num_classes,
   return box_predictor_lib.WeightSharedConvolutionalBoxPredictor(
       is_training=is_training,
       num_classes=num_classes,
-      conv_hyperparams_fn=argscope_fn(config.conv_hyperparams, is_training),
+      conv_hyperparams_fn=_arg_scope_fn(argscope_fn, config, 'conv_hyperparams', is_training, path),
       depth=config.depth,
       num_layers_before_predictor=config.num_layers_before_predictor,
       box_code_size=config.box_code_size,
@@ -141,11 +142,11 @@ def _build_mask_rcnn(argscope_fn, config, is_training, num_classes, path):
                      % (path, config.dropout_keep_probability))
   conv_hyperparams_fn = None
   if config.HasField('conv_hyperparams'):
-    conv_hyperparams_fn = argscope_fn(config.conv_hyperparams, is_training)
+    conv_hyperparams_fn = _arg_scope_fn(argscope_fn, config, 'conv_hyperparams', is_training, path)
   return two_stage_box_predictors.MaskRCNNBoxPredictor(
       is_training=is_training,
       num_classes=num_classes,
-      fc_hyperparams_fn=argscope_fn(config.fc_hyperparams, is_training),
+      fc_hyperparams_fn=_arg_scope_fn(argscope_fn, config, 'fc_hyperparams', is_training, path),
       use_dropout=config.use_dropout,
       dropout_keep_prob=config.dropout_keep_probability,
       box_code_size=config.box_code_size,
@@ -168,11 +169,22 @@ def _build_rfcn(argscope_fn, config, is_training, num_classes, path):
   return rfcn_box_predictor.RfcnBoxPredictor(
       is_training=is_training,
       num_classes=num_classes,
-      conv_hyperparams_fn=argscope_fn(config.conv_hyperparams, is_training),
+      conv_hyperparams_fn=_arg_scope_fn(argscope_fn, config, 'conv_hyperparams', is_training, path),
       num_spatial_bins=[config.num_spatial_bins_height, config.num_spatial_bins_width],
       depth=config.depth,
       crop_size=[config.crop_height, config.crop_width],
       box_code_size=config.box_code_size)
+
+
+def _arg_scope_fn(argscope_fn, config, field, is_training, path):
+  """argscope_fn on `config.<field>`; our hyperparams builder also gets the field's path.
+
+  A user's argscope_fn takes the OD API's two arguments; slimtrain's own
+  (hyperparams_builder.build) names the offending field in its errors.
+  """
+  if argscope_fn is hyperparams_builder.build:
+    return argscope_fn(getattr(config, field), is_training, '%s.%s' % (path, field))
+  return argscope_fn(getattr(config, field), is_training)
 
 
 def _clip_range(config):

@@ -91,6 +91,12 @@ class FasterRcnnBuilderTest(tf.test.TestCase):
         (broken(lambda f: f.second_stage_box_predictor.mask_rcnn_box_predictor.ClearField(
             'conv_hyperparams'), 'mask_rcnn_inception_v2_coco'),
          path + '.' + mask + '.conv_hyperparams must be set'),
+        (broken(lambda f: f.second_stage_box_predictor.mask_rcnn_box_predictor
+                .fc_hyperparams.ClearField('initializer')),
+         path + '.' + mask + '.fc_hyperparams.initializer'),
+        (broken(lambda f: f.first_stage_box_predictor_conv_hyperparams
+                .ClearField('initializer')),
+         path + '.first_stage_box_predictor_conv_hyperparams.initializer'),
         (broken(lambda f: setattr(f.first_stage_anchor_generator.grid_anchor_generator,
                                   'height_stride', 0)),
          path + '.first_stage_anchor_generator.grid_anchor_generator.height_stride'),

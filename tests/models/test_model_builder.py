@@ -139,6 +139,9 @@ class ModelBuilderTest(tf.test.TestCase):
          'model.ssd.use_confidences_as_targets'),
         (with_ssd(lambda s: s.feature_extractor.conv_hyperparams.ClearField('initializer')),
          'model.ssd.feature_extractor.conv_hyperparams.initializer: set one of'),
+        (with_ssd(lambda s: s.box_predictor.convolutional_box_predictor.conv_hyperparams
+                  .ClearField('initializer')),
+         'model.ssd.box_predictor.convolutional_box_predictor.conv_hyperparams.initializer'),
         (with_ssd(lambda s: s.box_predictor.mask_rcnn_box_predictor.SetInParent()),
          'model.ssd.box_predictor.mask_rcnn_box_predictor is set, but slimtrain does not'),
         (with_ssd(lambda s: s.image_resizer.keep_aspect_ratio_resizer.SetInParent()),
