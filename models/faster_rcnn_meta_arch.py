@@ -61,8 +61,12 @@ from core import standard_fields as fields
 from core import target_assigner as target_assigner_lib
 from models import box_predictor as box_predictor_lib
 from models import faster_rcnn_detections as detections_lib
+from models import faster_rcnn_feature_extractor
 from models import faster_rcnn_losses as losses_lib
 from models import faster_rcnn_proposals as proposals_lib
+
+# Where the OD API defines it, for extractors written against it.
+FasterRCNNFeatureExtractor = faster_rcnn_feature_extractor.FasterRCNNFeatureExtractor
 
 FIRST_STAGE_FEATURE_EXTRACTOR_SCOPE = 'FirstStageFeatureExtractor'
 SECOND_STAGE_FEATURE_EXTRACTOR_SCOPE = 'SecondStageFeatureExtractor'
