@@ -16,66 +16,19 @@ Prints examples/sec (the repeats) and steps/sec per variant and the 2-clone
 / 1-clone ratio (no goal: on virtual devices the clones share the machine's cores).
 """
 
-import collections
-import functools
 import os
 import sys
 
 from absl import app
 from absl import flags
 import tensorflow as tf
-import tf_slim as slim
 
-from benchmarks import bench_util
-from builders import model_builder
+from benchmarks import zoo_training_lib
 from core import config_util
-from deployment import model_deploy
 
 FLAGS = flags.FLAGS
 _CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                        'configs', 'zoo', 'ssd_mobilenet_v1_coco.config')
-
-
-def _clone_fn(model_config, batch_size, image_size):
-  """One clone: a synthetic batch through the SSD to its losses (GraphKeys.LOSSES)."""
-  model = model_builder.build(model_config, is_training=True, add_summaries=False)
-  images = tf.compat.v1.get_local_variable(
-      'synthetic_images', initializer=tf.random.uniform(
-          [batch_size, image_size, image_size, 3], 0.0, 255.0, seed=1), trainable=False)
-  boxes = tf.constant([[0.1, 0.1, 0.5, 0.4], [0.5, 0.5, 0.9, 0.95]])
-  classes = tf.one_hot([0, 2], model.num_classes)
-  preprocessed, shapes = model.preprocess(images)
-  model.provide_groundtruth([boxes] * batch_size, [classes] * batch_size)
-  for loss in model.loss(model.predict(preprocessed, shapes), shapes).values():
-    tf.compat.v1.losses.add_loss(loss)
-
-
-def measure(model_config, num_clones, batch_size, image_size, warmup, steps):
-  """Builds the deployment in a fresh graph; returns examples/sec."""
-  devices = ['/device:CPU:%d' % i for i in range(num_clones)]
-  graph = tf.Graph()
-  with graph.as_default():
-    tf.compat.v1.set_random_seed(1)
-    config = model_deploy.DeploymentConfig(num_clones=num_clones, clone_devices=devices)
-    with tf.compat.v1.device(config.variables_device()):
-      global_step = slim.create_global_step()
-    clones = model_deploy.create_clones(
-        config, _clone_fn, [model_config, batch_size // num_clones, image_size])
-    update_ops = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS,
-                                             clones[0].scope)
-    optimizer = tf.compat.v1.train.MomentumOptimizer(0.004, 0.9)
-    with tf.compat.v1.device(config.optimizer_device()):
-      total_loss, grads_and_vars = model_deploy.optimize_clones(clones, optimizer)
-      update_ops.append(model_deploy.apply_gradients(clones, optimizer, grads_and_vars,
-                                                     global_step=global_step))
-      with tf.control_dependencies([tf.group(*update_ops)]):
-        train_op = tf.identity(total_loss, name='train_op')
-    inits = [tf.compat.v1.global_variables_initializer(),
-             tf.compat.v1.local_variables_initializer()]
-  session_config = bench_util.session_config(0, num_clones, num_cpus=num_clones)
-  with tf.compat.v1.Session(graph=graph, config=session_config) as sess:
-    sess.run(inits)
-    return bench_util.timed_steps(sess.make_callable(train_op), warmup, steps) * batch_size
 
 
 def main(argv):
@@ -87,22 +40,11 @@ def main(argv):
   model_config = config_util.get_configs_from_pipeline_file(_CONFIG)['model']
   resizer = model_config.ssd.image_resizer.fixed_shape_resizer
   resizer.height = resizer.width = FLAGS.image_size
-  variants = collections.OrderedDict(
-      (('1 clone x %d' % FLAGS.batch_size, 1),
-       ('2 clones x %d' % (FLAGS.batch_size // 2), 2)))
   print('ssd_mobilenet_v1 %dx%d, batch %d per step, %d warm-up + %d timed steps, %d repeats'
         % (FLAGS.image_size, FLAGS.image_size, FLAGS.batch_size, FLAGS.warmup, FLAGS.steps,
            FLAGS.repeats), flush=True)
-  examples_per_sec = bench_util.repeat_variants(collections.OrderedDict(
-      (name, functools.partial(measure, model_config, clones, FLAGS.batch_size,
-                               FLAGS.image_size, FLAGS.warmup, FLAGS.steps))
-      for name, clones in variants.items()), FLAGS.repeats)
-  bench_util.print_table('Training examples/sec', examples_per_sec, 'examples/sec')
-  bench_util.print_table('Training steps/sec', {
-      name: [rate / FLAGS.batch_size for rate in rates]
-      for name, rates in examples_per_sec.items()}, 'steps/sec')
-  one, two = list(examples_per_sec.values())
-  print(bench_util.ratio_line('2 clones / 1 clone', two, one))
+  zoo_training_lib.compare_clones(model_config, FLAGS.batch_size, FLAGS.image_size,
+                                  FLAGS.warmup, FLAGS.steps, FLAGS.repeats, learning_rate=0.004)
   return 0
 
 

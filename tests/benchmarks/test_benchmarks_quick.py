@@ -151,8 +151,14 @@ def _zoo_ssd_training_ratios(stdout):
   assert_ratio_is(stdout, '2 clones / 1 clone', rates['2 clones x 2'], rates['1 clone x 4'])
 
 
+def _zoo_faster_rcnn_training_ratios(stdout):
+  rates = quick_testlib.repeat_rates(stdout)
+  assert_ratio_is(stdout, '2 clones / 1 clone', rates['2 clones x 1'], rates['1 clone x 2'])
+
+
 _RATIO_CHECKS = {
     'benchmarks.zoo_ssd_training': _zoo_ssd_training_ratios,
+    'benchmarks.zoo_faster_rcnn_training': _zoo_faster_rcnn_training_ratios,
     'benchmarks.input_pipeline': _input_pipeline_ratios,
     'benchmarks.input_fn_feeding': _input_fn_feeding_ratios,
     'benchmarks.overhead': _overhead_ratios,
@@ -172,6 +178,7 @@ _RATIO_CHECKS = {
     'benchmarks.clone_scaling',
     'benchmarks.shard_snapshots',
     'benchmarks.zoo_ssd_training',
+    'benchmarks.zoo_faster_rcnn_training',
 ])
 def test_quick_mode_completes_and_prints_a_ratio(module):
   stdout = run_quick(module)
