@@ -123,6 +123,12 @@ def build_slim_classifier(config, is_training, add_summaries=True):
 def build_ssd(config, is_training, add_summaries=True):
   """Builds an SSDMetaArch from an Ssd proto, as the OD API's model builder does.
 
+  Every image_resizer the OD API's SSD takes is built: a resizer without a
+  fixed output size (keep_aspect_ratio_resizer without pad_to_max_dimension,
+  identity_resizer; the ssd_mobilenet_v2_fullyconv sample) gives images whose
+  size is known only when the graph runs, and the SSD then places its
+  anchors with TF ops.
+
   Raises:
     ValueError: on a missing num_classes, a field set that is not built, or
       a bad sub-message (each named by its path in the pipeline config).
@@ -133,7 +139,6 @@ def build_ssd(config, is_training, add_summaries=True):
   if not config.HasField('num_classes') or config.num_classes < 1:
     raise ValueError('model.ssd.num_classes must be set to at least 1, got %d'
                      % config.num_classes)
-  _check_fixed_input_size(config.image_resizer)
   anchor_generator = anchor_generator_builder.build(config.anchor_generator)
   feature_extractor = build_feature_extractor(
       config.feature_extractor, is_training,
@@ -172,19 +177,6 @@ def build_ssd(config, is_training, add_summaries=True):
       freeze_batchnorm=config.freeze_batchnorm,
       inplace_batchnorm_update=config.inplace_batchnorm_update,
       add_summaries=add_summaries)
-
-
-def _check_fixed_input_size(image_resizer_config):
-  """Our SSD places anchors on static feature-map shapes: refuse resizers without one."""
-  kind = image_resizer_config.WhichOneof('image_resizer_oneof')
-  if kind == 'keep_aspect_ratio_resizer' and not (
-      image_resizer_config.keep_aspect_ratio_resizer.pad_to_max_dimension):
-    raise ValueError(
-        'model.ssd.image_resizer.keep_aspect_ratio_resizer: the SSD here needs a fixed '
-        'input size; set pad_to_max_dimension: true or use fixed_shape_resizer')
-  if kind == 'identity_resizer':
-    raise ValueError('model.ssd.image_resizer.identity_resizer: the SSD here needs a fixed '
-                     'input size; use fixed_shape_resizer')
 
 
 def build_feature_extractor(config, is_training, num_anchor_layers, freeze_batchnorm=False):

@@ -16,12 +16,22 @@ Anchors are ordered layer by layer, then row, column, and anchor within the
 cell, which is exactly the order a box predictor's [batch, H, W, A * 4] output
 has after reshaping to [batch, H * W * A, 4].
 
+Grids of a fixed-size input are Python ints and give a constant made with
+numpy. Behind a resizer without a fixed output size (keep_aspect_ratio_resizer
+without padding, identity_resizer) the grid and image sizes are scalar tensors
+and the same anchors come from TF ops, computed in the same order and
+precision as numpy's, so both paths give identical values.
+
 Usage:
 
     generator = anchor_generator.create_ssd_anchors(
         num_layers=3, min_scale=0.2, max_scale=0.9, aspect_ratios=(1.0, 2.0, 0.5))
     generator.num_anchors_per_location()          # [4, 4, 4] (1st layer reduced: 3)
     anchors = generator.generate([(8, 8), (4, 4), (2, 2)])   # [N, 4] float32
+    # Sizes known when the graph runs (feature_maps: [B, H_k, W_k, D] tensors):
+    anchors = generator.generate(
+        [(tf.shape(f)[1], tf.shape(f)[2]) for f in feature_maps],
+        im_height=tf.shape(images)[1], im_width=tf.shape(images)[2])
 """
 
 import math
@@ -105,42 +115,102 @@ class MultipleGridAnchorGenerator:
   def generate(self, feature_map_shape_list, im_height=1, im_width=1):
     """Returns the anchors of all feature maps as one [N, 4] float32 tensor.
 
+    Static grids (Python ints) give a constant computed with numpy; grids or
+    image sizes only known when the graph runs (scalar tensors, e.g.
+    `tf.shape(feature_map)[1]` behind a keep_aspect_ratio_resizer) give the
+    same anchors computed by TF ops, op for op as numpy does.
+
     Args:
-      feature_map_shape_list: one (height, width) pair per feature map, Python
-        ints (the grids are static for a fixed-shape resizer).
-      im_height: image height (or 1 for a square image); only used to keep
-        anchors square in pixels on non-square images.
-      im_width: image width.
+      feature_map_shape_list: one (height, width) pair per feature map, each
+        a positive Python int or an int32 scalar tensor.
+      im_height: image height (or 1 for a square image), number or scalar
+        tensor; only used to keep anchors square in pixels on non-square
+        images and to normalize pixel strides.
+      im_width: image width, likewise.
 
     Returns:
       float32 [sum_k H_k * W_k * A_k, 4] normalized [ymin, xmin, ymax, xmax].
 
     Raises:
       ValueError: if the number of feature maps differs from the number of
-        box-spec layers, or a shape is not two positive ints.
+        box-spec layers, or a static shape is not two positive ints.
     """
     if len(feature_map_shape_list) != len(self._box_specs):
       raise ValueError(
           'got %d feature maps but the anchor generator has %d layers '
           '(anchor_generator.num_layers must equal the feature extractor\'s '
           'number of feature maps)' % (len(feature_map_shape_list), len(self._box_specs)))
+    for height, width in feature_map_shape_list:
+      for size in (height, width):
+        if not tf.is_tensor(size) and not (isinstance(size, (int, np.integer)) and size > 0):
+          raise ValueError('feature map shape must be two positive ints or scalar '
+                           'tensors, got %r' % ((height, width),))
     with tf.compat.v1.name_scope(self.name_scope()):
-      anchors = []
-      for layer, ((height, width), sizes) in enumerate(
-          zip(feature_map_shape_list, self.anchor_sizes(im_height, im_width))):
-        if not (isinstance(height, (int, np.integer)) and isinstance(width, (int, np.integer))
-                and height > 0 and width > 0):
-          raise ValueError('feature map shape must be two positive ints, got %r'
-                           % ((height, width),))
-        stride, offset = self._normalized_stride_and_offset(layer, im_height, im_width)
-        anchors.append(grid_anchors(height, width, sizes, stride, offset))
-      boxes = np.concatenate(anchors, axis=0)
-      if self._clip_window is not None:
-        ymin, xmin, ymax, xmax = self._clip_window
-        boxes = np.stack([np.clip(boxes[:, 0], ymin, ymax), np.clip(boxes[:, 1], xmin, xmax),
-                          np.clip(boxes[:, 2], ymin, ymax), np.clip(boxes[:, 3], xmin, xmax)],
-                         axis=1)
-      return tf.constant(boxes, dtype=tf.float32, name='anchors')
+      sizes = [size for pair in feature_map_shape_list for size in pair]
+      if any(tf.is_tensor(size) for size in sizes + [im_height, im_width]):
+        return self._generate_with_tf(feature_map_shape_list, im_height, im_width)
+      return self._generate_with_numpy(feature_map_shape_list, im_height, im_width)
+
+  def _generate_with_numpy(self, feature_map_shape_list, im_height, im_width):
+    """The anchors of static grids, as a constant."""
+    anchors = []
+    for layer, ((height, width), sizes) in enumerate(
+        zip(feature_map_shape_list, self.anchor_sizes(im_height, im_width))):
+      stride, offset = self._normalized_stride_and_offset(layer, im_height, im_width)
+      anchors.append(grid_anchors(height, width, sizes, stride, offset))
+    boxes = np.concatenate(anchors, axis=0)
+    if self._clip_window is not None:
+      ymin, xmin, ymax, xmax = self._clip_window
+      boxes = np.stack([np.clip(boxes[:, 0], ymin, ymax), np.clip(boxes[:, 1], xmin, xmax),
+                        np.clip(boxes[:, 2], ymin, ymax), np.clip(boxes[:, 3], xmin, xmax)],
+                       axis=1)
+    return tf.constant(boxes, dtype=tf.float32, name='anchors')
+
+  def _generate_with_tf(self, feature_map_shape_list, im_height, im_width):
+    """The anchors of grids known when the graph runs, as TF ops."""
+    im_height = tf.cast(im_height, tf.float64)
+    im_width = tf.cast(im_width, tf.float64)
+    anchors = []
+    for layer, ((height, width), sizes) in enumerate(
+        zip(feature_map_shape_list, self.anchor_sizes_tensor(im_height, im_width))):
+      stride, offset = self._normalized_stride_and_offset_tensor(layer, im_height, im_width)
+      anchors.append(grid_anchors_tensor(height, width, sizes, stride, offset))
+    boxes = tf.concat(anchors, axis=0)
+    if self._clip_window is not None:
+      ymin, xmin, ymax, xmax = [float(v) for v in self._clip_window]
+      boxes = tf.stack([tf.clip_by_value(boxes[:, 0], ymin, ymax),
+                        tf.clip_by_value(boxes[:, 1], xmin, xmax),
+                        tf.clip_by_value(boxes[:, 2], ymin, ymax),
+                        tf.clip_by_value(boxes[:, 3], xmin, xmax)], axis=1)
+    return tf.identity(boxes, name='anchors')
+
+  def anchor_sizes_tensor(self, im_height, im_width):
+    """`anchor_sizes` for float64 scalar-tensor image sizes: float32 [A, 2] per layer.
+
+    The arithmetic is numpy's, in the same order and precision (float64, then
+    rounded to float32), so both give identical sizes.
+    """
+    min_side = tf.minimum(im_height, im_width)
+    base_h = self._base_anchor_size[0] * min_side / im_height
+    base_w = self._base_anchor_size[1] * min_side / im_width
+    sizes = []
+    for specs in self._box_specs:
+      scales = tf.constant([scale for scale, _ in specs], dtype=tf.float64)
+      ratio_sqrts = tf.constant([math.sqrt(ratio) for _, ratio in specs], dtype=tf.float64)
+      sizes.append(tf.cast(tf.stack([scales * base_h / ratio_sqrts,
+                                     scales * base_w * ratio_sqrts], axis=1), tf.float32))
+    return sizes
+
+  def _normalized_stride_and_offset_tensor(self, layer, im_height, im_width):
+    """`_normalized_stride_and_offset` for float64 scalar-tensor image sizes."""
+    if self._anchor_strides is None:
+      return None, None
+    stride_y, stride_x = self._anchor_strides[layer]
+    stride = (float(stride_y) / im_height, float(stride_x) / im_width)
+    if self._anchor_offsets is None:
+      return stride, None
+    offset_y, offset_x = self._anchor_offsets[layer]
+    return stride, (float(offset_y) / im_height, float(offset_x) / im_width)
 
 
 def grid_anchors(grid_height, grid_width, anchor_sizes, stride=None, offset=None):
@@ -169,6 +239,39 @@ def grid_anchors(grid_height, grid_width, anchor_sizes, stride=None, offset=None
   half_w = anchor_sizes[None, None, :, 1] / 2.0
   boxes = np.stack([cy - half_h, cx - half_w, cy + half_h, cx + half_w], axis=-1)
   return boxes.reshape([-1, 4]).astype(np.float32)
+
+
+def grid_anchors_tensor(grid_height, grid_width, anchor_sizes, stride=None, offset=None):
+  """`grid_anchors` with TF ops, for grids whose size is known when the graph runs.
+
+  Args:
+    grid_height: rows of the feature map, int or int32 scalar tensor.
+    grid_width: columns, likewise.
+    anchor_sizes: float32 tensor [A, 2] of normalized (height, width).
+    stride: optional normalized (y, x) float64 scalars (default: 1 / grid size).
+    offset: optional normalized (y, x) float64 scalars (default: half the
+      stride).
+
+  Returns:
+    float32 tensor [H * W * A, 4], the values grid_anchors gives: strides and
+    offsets are formed in float64 and rounded to float32 once, centres are
+    float32 index * stride + offset, as in numpy.
+  """
+  if stride is None:
+    stride = (1.0 / tf.cast(grid_height, tf.float64), 1.0 / tf.cast(grid_width, tf.float64))
+  if offset is None:
+    offset = (stride[0] / 2.0, stride[1] / 2.0)
+  stride = [tf.cast(value, tf.float32) for value in stride]
+  offset = [tf.cast(value, tf.float32) for value in offset]
+  centers_y = tf.range(grid_height, dtype=tf.float32) * stride[0] + offset[0]
+  centers_x = tf.range(grid_width, dtype=tf.float32) * stride[1] + offset[1]
+  cy, cx = tf.meshgrid(centers_y, centers_x, indexing='ij')      # [H, W]
+  cy = cy[:, :, None]
+  cx = cx[:, :, None]
+  half_h = anchor_sizes[None, None, :, 0] / 2.0
+  half_w = anchor_sizes[None, None, :, 1] / 2.0
+  boxes = tf.stack([cy - half_h, cx - half_w, cy + half_h, cx + half_w], axis=-1)
+  return tf.reshape(boxes, [-1, 4])
 
 
 def create_ssd_anchors(num_layers=6,
@@ -281,4 +384,17 @@ class MultiscaleGridAnchorGenerator(MultipleGridAnchorGenerator):
       layer = [(base * scale / math.sqrt(ratio) / im_height,
                 base * scale * math.sqrt(ratio) / im_width) for scale, ratio in specs]
       sizes.append(np.array(layer, dtype=np.float32))
+    return sizes
+
+  def anchor_sizes_tensor(self, im_height, im_width):
+    """`anchor_sizes` for float64 scalar-tensor image sizes (numpy's arithmetic)."""
+    sizes = []
+    for level, specs in zip(self._levels, self._box_specs):
+      base = self._anchor_scale * 2 ** level
+      heights = tf.constant([base * scale / math.sqrt(ratio) for scale, ratio in specs],
+                            dtype=tf.float64)
+      widths = tf.constant([base * scale * math.sqrt(ratio) for scale, ratio in specs],
+                           dtype=tf.float64)
+      sizes.append(tf.cast(tf.stack([heights / im_height, widths / im_width], axis=1),
+                           tf.float32))
     return sizes

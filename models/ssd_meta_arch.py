@@ -7,12 +7,19 @@ softmax cross-entropy, optionally over mined hard examples only); inference
 decodes the offsets and runs batch non-max suppression.
 
     images [B, H, W, 3] in [0, 255]
-      --preprocess--> fixed-size [B, h, w, 3] in [-1, 1]
+      --preprocess--> [B, h, w, 3] in [-1, 1] (h, w static for a fixed-shape
+                      resizer, else known when the graph runs)
       --predict-->    box_encodings [B, M, 4], class_predictions_with_background
                       [B, M, K+1], anchors [M, 4], feature_maps
       --loss-->       {'Loss/localization_loss', 'Loss/classification_loss'}
       --postprocess-> detection_boxes [B, N, 4], detection_scores [B, N],
                       detection_classes [B, N] (0-based), num_detections [B]
+
+The image size need not be static: behind a keep_aspect_ratio_resizer
+without padding (the OD API's ssd_mobilenet_v2_fullyconv sample) each batch
+has its own size, the box counts M follow it, and the anchors are computed
+when the graph runs (core/anchor_generator.py gives the same values either
+way).
 
 The model owns no session and reads no protos: builders/model_builder.py
 assembles it. Usage:
@@ -140,6 +147,16 @@ def pad_to_multiple(images, multiple):
   padded_width = (shape[2] + multiple - 1) // multiple * multiple
   return tf.pad(images, [[0, 0], [0, padded_height - shape[1]],
                          [0, padded_width - shape[2]], [0, 0]])
+
+
+def _height_and_width(tensor):
+  """[height, width] of a [B, H, W, C] tensor: Python ints where static, else int32 scalars."""
+  static = tensor.shape.as_list()[1:3]
+  if None not in static:
+    return static
+  dynamic = tf.shape(tensor)
+  return [size if size is not None else dynamic[index + 1]
+          for index, size in enumerate(static)]
 
 
 def check_min_image_dim(min_dim, images):
@@ -283,13 +300,15 @@ class SSDMetaArch(model.DetectionModel):
     """Runs the feature extractor and box predictor.
 
     Args:
-      preprocessed_inputs: float [B, h, w, 3] from `preprocess` (static h, w).
+      preprocessed_inputs: float [B, h, w, 3] from `preprocess`; h and w may
+        be unknown until the graph runs (keep_aspect_ratio_resizer,
+        identity_resizer), then so is M.
       true_image_shapes: int32 [B, 3] (unused; kept for the interface).
 
     Returns:
       dict with preprocessed_inputs, box_encodings [B, M, 4],
       class_predictions_with_background [B, M, K+1], feature_maps (list) and
-      anchors [M, 4].
+      anchors [M, 4] (placed on the padded frame of the batch).
     """
     del true_image_shapes
     # The OD API's batch-norm defaults for layers no conv_hyperparams scope sets.
@@ -307,8 +326,10 @@ class SSDMetaArch(model.DetectionModel):
             'the feature extractor made %d feature maps but the anchor generator has %d '
             'layers (anchor_generator ... num_layers, or min_level/max_level, must match)'
             % (len(feature_maps), len(num_anchors_per_location)))
-      shapes = [(int(f.shape[1]), int(f.shape[2])) for f in feature_maps]
-      height, width = int(preprocessed_inputs.shape[1]), int(preprocessed_inputs.shape[2])
+      # Static sizes give constant anchors; unknown ones (images of their own
+      # size) give anchors computed when the graph runs, with the same values.
+      shapes = [tuple(_height_and_width(f)) for f in feature_maps]
+      height, width = _height_and_width(preprocessed_inputs)
       self._anchors = self._anchor_generator.generate(shapes, im_height=height,
                                                       im_width=width)
       predictions = self._box_predictor.predict(feature_maps, num_anchors_per_location)

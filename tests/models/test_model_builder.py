@@ -144,8 +144,10 @@ class ModelBuilderTest(tf.test.TestCase):
          'model.ssd.box_predictor.convolutional_box_predictor.conv_hyperparams.initializer'),
         (with_ssd(lambda s: s.box_predictor.mask_rcnn_box_predictor.SetInParent()),
          'model.ssd.box_predictor.mask_rcnn_box_predictor is set, but slimtrain does not'),
-        (with_ssd(lambda s: s.image_resizer.keep_aspect_ratio_resizer.SetInParent()),
-         'keep_aspect_ratio_resizer: the SSD here needs a fixed input size'),
+        (with_ssd(lambda s: text_format.Merge(
+            'keep_aspect_ratio_resizer { min_dimension: 96 max_dimension: 64 }',
+            s.image_resizer)),
+         'keep_aspect_ratio_resizer needs 0 < min_dimension <= max_dimension'),
         (with_ssd(lambda s: setattr(s.post_processing.batch_non_max_suppression,
                                     'soft_nms_sigma', 0.5)),
          'batch_non_max_suppression.soft_nms_sigma is set'),
