@@ -25,6 +25,10 @@ keeps each image's content size:
 
     images, true_shapes, boxes_list = batch_util.pad_images(
         [model.preprocess(image) for image in images], boxes_list)
+
+`groundtruth_lists` is that realignment for a batch the input_fns of
+trainer/inputs.py padded (the Estimator path's model_fn): boxes into the
+batch's frame, each image's instance masks cut back to its content.
 """
 
 import tensorflow as tf
@@ -146,3 +150,57 @@ def pad_images(preprocessed, boxes_list):
   boxes_list = [to_padded_frame(boxes, true_shapes[i], height, width)
                 for i, boxes in enumerate(boxes_list)]
   return tf.concat(images, 0), true_shapes, boxes_list
+
+
+def groundtruth_lists(labels, images, true_image_shapes):
+  """Per-image groundtruth for `provide_groundtruth` from a padded label batch.
+
+  What trainer/inputs.py's input_fns give: boxes normalized to each image's
+  content, instance masks at the content's size, images of different sizes
+  padded at the bottom and right into one batch. The boxes move into the
+  batch's frame, where the model places its anchors, and each image's masks
+  are cut back to its content (the frame the model expects them in):
+
+    model.provide_groundtruth(**batch_util.groundtruth_lists(
+        labels, features['image'], features['true_image_shape']))
+
+  Args:
+    labels: dict with groundtruth_boxes [B, max_boxes, 4],
+      groundtruth_classes [B, max_boxes, num_classes], num_groundtruth_boxes
+      [B], optionally groundtruth_weights [B, max_boxes] and
+      groundtruth_instance_masks [B, max_boxes, h, w].
+    images: the batch, float [B, H, W, C].
+    true_image_shapes: int32 [B, 3], each image's content size.
+
+  Returns:
+    dict of `provide_groundtruth` keyword arguments (groundtruth_boxes_list,
+    groundtruth_classes_list, and weights and masks when `labels` has them).
+
+  Raises:
+    ValueError: if the batch size is not static (input_fns drop remainders).
+  """
+  boxes = labels[_INPUT.groundtruth_boxes]
+  batch_size = boxes.shape[0]
+  if batch_size is None:
+    raise ValueError('groundtruth_lists needs a static batch size in the labels (build the '
+                     'dataset with drop_remainder=True); got groundtruth_boxes of shape %s'
+                     % boxes.shape)
+  num_boxes = tf.unstack(labels[_INPUT.num_groundtruth_boxes], num=batch_size)
+  shapes = tf.unstack(true_image_shapes, num=batch_size)
+  height, width = tf.shape(images)[1], tf.shape(images)[2]
+
+  def unpad(key):
+    return [t[:n] for t, n in zip(tf.unstack(labels[key], num=batch_size), num_boxes)]
+
+  groundtruth = {
+      'groundtruth_boxes_list': [to_padded_frame(b, shape, height, width)
+                                 for b, shape in zip(unpad(_INPUT.groundtruth_boxes), shapes)],
+      'groundtruth_classes_list': unpad(_INPUT.groundtruth_classes),
+  }
+  if _INPUT.groundtruth_weights in labels:
+    groundtruth['groundtruth_weights_list'] = unpad(_INPUT.groundtruth_weights)
+  if _INPUT.groundtruth_instance_masks in labels:
+    groundtruth['groundtruth_masks_list'] = [
+        masks[:, :shape[0], :shape[1]]
+        for masks, shape in zip(unpad(_INPUT.groundtruth_instance_masks), shapes)]
+  return groundtruth

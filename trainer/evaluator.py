@@ -114,8 +114,12 @@ def _detection_fetches(model, tensor_dict, ignore_groundtruth):
                    _INPUT.groundtruth_difficult):
     if optional in tensor_dict:
       fetches[optional] = tensor_dict[optional]
+  # Instance masks (Mask R-CNN's mask loss) cover the whole decoded image,
+  # the frame the model expects them in.
+  masks = tensor_dict.get(_INPUT.groundtruth_instance_masks)
   model.provide_groundtruth(
-      [boxes], [tf.one_hot(classes - fields.LABEL_ID_OFFSET, model.num_classes, dtype=tf.float32)])
+      [boxes], [tf.one_hot(classes - fields.LABEL_ID_OFFSET, model.num_classes, dtype=tf.float32)],
+      groundtruth_masks_list=None if masks is None else [masks])
   fetches['losses'] = dict(model.loss(prediction_dict, true_image_shapes))
   return fetches
 

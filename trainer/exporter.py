@@ -25,7 +25,9 @@ A batch of encoded images must decode to one size (as in the OD API).
 Outputs: a detector gives `detection_boxes` [B, N, 4] (normalized ymin, xmin,
 ymax, xmax), `detection_scores` [B, N], `detection_classes` [B, N] (float
 label-map ids, 1-based as in the OD API), `num_detections` [B], plus
-`raw_detection_boxes` / `raw_detection_scores` before NMS; a classifier gives
+`raw_detection_boxes` / `raw_detection_scores` before NMS, and from a model
+that predicts masks (Mask R-CNN) `detection_masks` [B, N, mask_height,
+mask_width] (probabilities, each over its detection box); a classifier gives
 `classes` [B] (int64 label-map ids, 1-based like the training labels) and
 `probabilities` [B, num_classes] (column j is class id j + 1).
 
@@ -101,6 +103,8 @@ _DETECTION_OUTPUTS = (
     fields.DetectionResultFields.num_detections,
     fields.DetectionResultFields.raw_detection_boxes,
     fields.DetectionResultFields.raw_detection_scores,
+    # Only where the model predicts masks (Mask R-CNN).
+    fields.DetectionResultFields.detection_masks,
 )
 
 

@@ -18,7 +18,16 @@ What one element holds:
               original_image_spatial_shape [B, 2], key [B]}
     labels   {groundtruth_boxes [B, max_boxes, 4],
               groundtruth_classes one-hot [B, max_boxes, num_classes],
-              groundtruth_weights [B, max_boxes], num_groundtruth_boxes [B]}
+              groundtruth_weights [B, max_boxes], num_groundtruth_boxes [B],
+              groundtruth_instance_masks [B, max_boxes, mh, mw] (with
+              load_instance_masks)}
+
+The boxes are normalized to each image's content (`true_image_shape`), the
+same frame as the model's detections; instance masks are resized to that
+content's size. Images of different sizes (keep_aspect_ratio_resizer,
+pad_to_max_dimension) are padded at the bottom and right into one batch, so
+a model_fn moves the boxes into the batch's frame and cuts each image's masks
+back to its content (`trainer.model_lib` does both).
 
 Augmentation (train_config.data_augmentation_options) and the model's own
 `preprocess` run per example inside the tf.data pipeline, so a model_fn only
@@ -35,7 +44,6 @@ import tensorflow as tf
 from builders import input_reader_builder
 from builders import model_builder
 from builders import preprocessor_builder
-from core import batch_util
 from core import label_map_util
 from core import preprocessor
 from core import standard_fields as fields
@@ -47,7 +55,8 @@ _INPUT = fields.InputDataFields
 _FEATURE_KEYS = (_INPUT.image, _INPUT.true_image_shape, _INPUT.original_image_spatial_shape,
                  _INPUT.key)
 _LABEL_KEYS = (_INPUT.groundtruth_boxes, _INPUT.groundtruth_classes,
-               _INPUT.groundtruth_weights, _INPUT.num_groundtruth_boxes)
+               _INPUT.groundtruth_weights, _INPUT.num_groundtruth_boxes,
+               _INPUT.groundtruth_instance_masks)
 
 
 def _transform_fn(model_config, num_classes, augmentation=()):
@@ -57,18 +66,17 @@ def _transform_fn(model_config, num_classes, augmentation=()):
   def transform(tensor_dict):
     tensor_dict = dict(tensor_dict)
     tensor_dict[_INPUT.image] = tf.expand_dims(tf.cast(tensor_dict[_INPUT.image], tf.float32), 0)
+    masks = _INPUT.groundtruth_instance_masks
     if augmentation:
       arg_map = preprocessor.get_default_func_arg_map(
-          include_label_weights=_INPUT.groundtruth_weights in tensor_dict)
+          include_label_weights=_INPUT.groundtruth_weights in tensor_dict,
+          include_instance_masks=masks in tensor_dict)
       tensor_dict = preprocessor.preprocess(tensor_dict, augmentation, func_arg_map=arg_map)
     image, true_shape = model.preprocess(tensor_dict[_INPUT.image])
     tensor_dict[_INPUT.image] = image[0]
     tensor_dict[_INPUT.true_image_shape] = true_shape[0]
-    # A resizer that pads (pad_to_max_dimension) leaves the boxes relative to
-    # the content; the model places anchors on the padded image.
-    image_shape = tf.shape(image)
-    tensor_dict[_INPUT.groundtruth_boxes] = batch_util.to_padded_frame(
-        tensor_dict[_INPUT.groundtruth_boxes], true_shape[0], image_shape[1], image_shape[2])
+    if masks in tensor_dict:
+      tensor_dict[masks] = _resize_masks(tensor_dict[masks], true_shape[0])
     classes = tf.cast(label_map_util.checked_class_ids(
         tensor_dict[_INPUT.groundtruth_classes], num_classes, _INPUT.groundtruth_classes),
         tf.int32) - fields.LABEL_ID_OFFSET
@@ -78,6 +86,17 @@ def _transform_fn(model_config, num_classes, augmentation=()):
     return tensor_dict
 
   return transform
+
+
+def _resize_masks(masks, true_image_shape):
+  """[N, h, w] masks -> [N, height, width] of the image content (nearest neighbour).
+
+  At the content's size, the masks of a padded batch are cut back to each
+  image's content with its true_image_shape.
+  """
+  resized = tf.image.resize(masks[..., tf.newaxis], true_image_shape[:2],
+                            method=tf.image.ResizeMethod.NEAREST_NEIGHBOR)
+  return tf.cast(resized[..., 0], masks.dtype)
 
 
 def _split_features_labels(batch):

@@ -37,8 +37,16 @@ The model_fn per mode:
   pycocotools evaluator behind a py_func, run once at the end of each
   evaluation (see `CocoDetectionMetrics`).
 * PREDICT (and export): `detection_boxes`, `detection_scores`,
-  `detection_classes` (1-based label-map ids), `num_detections`, under the
-  `serving_default` signature.
+  `detection_classes` (1-based label-map ids), `num_detections` (and
+  `detection_masks` [B, N, mask_height, mask_width] from Mask R-CNN), under
+  the `serving_default` signature.
+
+Groundtruth: the labels' boxes are normalized to each image's content (as
+the detections are); the model_fn moves them into the frame of the padded
+batch, and cuts each image's instance masks (Mask R-CNN) to its content,
+before `provide_groundtruth`. So batches of images of different sizes
+(keep_aspect_ratio_resizer) train and evaluate, as do the two-stage models'
+one-image batches.
 
 `create_estimator_and_inputs` takes the OD API's whole signature, so
 `model_main.py` and `model_tpu_main.py` calls port unchanged: its keyword
@@ -95,8 +103,10 @@ from trainer import model_lib_2018
 _INPUT = fields.InputDataFields
 _DETECTION = fields.DetectionResultFields
 _SERVING_KEY = tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY
+# detection_masks only where the model predicts them (Mask R-CNN).
 _PREDICT_OUTPUTS = (_DETECTION.detection_boxes, _DETECTION.detection_scores,
-                    _DETECTION.detection_classes, _DETECTION.num_detections)
+                    _DETECTION.detection_classes, _DETECTION.num_detections,
+                    _DETECTION.detection_masks)
 TOTAL_LOSS = 'Loss/total_loss'
 REGULARIZATION_LOSS = 'Loss/regularization_loss'
 
@@ -208,27 +218,6 @@ class CocoDetectionMetrics:
 # model_fn.
 
 
-def _unstack_groundtruth(labels):
-  """Per-image unpadded groundtruth lists from the padded label batch.
-
-  Raises:
-    ValueError: if the batch size is not static (input_fns drop remainders).
-  """
-  boxes = labels[_INPUT.groundtruth_boxes]
-  batch_size = boxes.shape[0]
-  if batch_size is None:
-    raise ValueError('model_lib needs a static batch size in the labels (build the dataset '
-                     'with drop_remainder=True); got groundtruth_boxes of shape %s'
-                     % boxes.shape)
-  num_boxes = tf.unstack(labels[_INPUT.num_groundtruth_boxes], num=batch_size)
-
-  def unpad(key):
-    return [t[:n] for t, n in zip(tf.unstack(labels[key], num=batch_size), num_boxes)]
-
-  weights = unpad(_INPUT.groundtruth_weights) if _INPUT.groundtruth_weights in labels else None
-  return unpad(_INPUT.groundtruth_boxes), unpad(_INPUT.groundtruth_classes), weights
-
-
 def _losses(model, prediction_dict, true_image_shapes, train_config):
   """Returns (total_loss, {loss name: tensor}) with the OD API's names."""
   losses = dict(model.loss(prediction_dict, true_image_shapes))
@@ -239,6 +228,18 @@ def _losses(model, prediction_dict, true_image_shapes, train_config):
   total_loss = tf.add_n([losses[k] for k in sorted(losses)], name='total_loss')
   losses[TOTAL_LOSS] = total_loss
   return total_loss, losses
+
+
+def _loss_summary(tag, loss):
+  """A scalar summary tagged exactly `tag`, as the evaluation names the loss.
+
+  summary.scalar takes its tag from a fresh name scope, which gets a `_1`
+  suffix when the model already named the loss op so (the two-stage models'
+  `Loss/RPNLoss/localization_loss`, SSD's `Loss/localization_loss`); train
+  and eval curves would then not share a TensorBoard tag.
+  """
+  summary = tf.raw_ops.ScalarSummary(tags=tag, values=loss)
+  tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.SUMMARIES, summary)
 
 
 def _train_op(model, total_loss, losses, train_config, num_worker_replicas):
@@ -253,7 +254,7 @@ def _train_op(model, total_loss, losses, train_config, num_worker_replicas):
   for var in summary_vars:
     tf.compat.v1.summary.scalar('LearningRate/' + var.op.name.split('/')[-1], var)
   for name in sorted(losses):
-    tf.compat.v1.summary.scalar(name, losses[name])
+    _loss_summary(name, losses[name])
   grads_and_vars = optimizer.compute_gradients(total_loss)
   # The legacy trainer's surgery: bias multiplier, freeze, update filter, clip.
   grads_and_vars = gradient_surgery.transform_gradients(grads_and_vars, train_config)
@@ -332,8 +333,8 @@ def create_model_fn(detection_model_fn, configs, hparams=None, use_tpu=False,
     images = features[_INPUT.image]
     true_image_shapes = features[_INPUT.true_image_shape]
     if mode != tfe.ModeKeys.PREDICT:
-      boxes, classes, weights = _unstack_groundtruth(labels)
-      model.provide_groundtruth(boxes, classes, groundtruth_weights_list=weights)
+      model.provide_groundtruth(**batch_util.groundtruth_lists(labels, images,
+                                                               true_image_shapes))
     prediction_dict = model.predict(images, true_image_shapes)
 
     if mode == tfe.ModeKeys.TRAIN:

@@ -5,9 +5,13 @@ at a small size (keep_aspect_ratio_resizer 64..96, 16 proposals, 8 detections)
 on the shapes data (with instance masks for Mask R-CNN), fine-tuning from a
 checkpoint in the zoo's layout, one image per batch at its own size:
 model_main trains two steps, evaluates (COCO box metrics, the RPN and box
-classifier losses) and exports; the exported SavedModel then detects on an
-image of a size no training image had (masks [1, N, H, W] for Mask R-CNN);
-the legacy evaluator evaluates the same checkpoint once.
+classifier losses, Mask R-CNN's mask loss) and exports; the exported
+SavedModel then detects on an image of a size no training image had (masks
+[1, N, mask_h, mask_w] for Mask R-CNN); the legacy evaluator evaluates the
+same checkpoint once. Faster R-CNN fine-tunes without
+load_all_detection_checkpoint_vars, so only the two feature extractors are
+restored; Mask R-CNN with it (the zoo configs' setting), so every variable
+but the class-dependent second-stage layers is.
 """
 
 import glob
@@ -29,7 +33,9 @@ pytestmark = pytest.mark.slow
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MAP_50 = 'DetectionBoxes_Precision/mAP@.50IOU'
-CONFIGS = ('faster_rcnn_resnet50_coco', 'mask_rcnn_inception_v2_coco')
+# (config, load_all_detection_checkpoint_vars).
+CONFIGS = (('faster_rcnn_resnet50_coco', False), ('mask_rcnn_inception_v2_coco', True))
+EXTRACTOR_SCOPES = ('FirstStageFeatureExtractor/', 'SecondStageFeatureExtractor/')
 
 
 @pytest.fixture(scope='module')
@@ -39,8 +45,12 @@ def shapes_data(tmp_path_factory):
       num_shards=1, instance_masks=True)
 
 
-def _small_config(name, data, directory):
-  """Writes the zoo config `name`, made small and pointed at the data; returns its path."""
+def _small_config(name, data, directory, load_all):
+  """Writes the zoo config `name`, made small and pointed at the data.
+
+  Returns:
+    (its path, {name: shape} of the zoo checkpoint it fine-tunes from).
+  """
   checkpoint = os.path.join(directory, 'zoo', 'model.ckpt')
   zoo_testlib.write_zoo_layout_checkpoint(name + '.config', checkpoint)
   pipeline = config_util.load_pipeline_config(
@@ -53,6 +63,7 @@ def _small_config(name, data, directory):
   nms = frcnn.second_stage_post_processing.batch_non_max_suppression
   nms.max_detections_per_class = nms.max_total_detections = 8
   pipeline.train_config.fine_tune_checkpoint = checkpoint
+  pipeline.train_config.load_all_detection_checkpoint_vars = load_all
   pipeline.eval_config.num_examples = data['num_val']
   train_input = pipeline.train_input_reader
   del train_input.tf_record_input_reader.input_path[:]
@@ -62,7 +73,8 @@ def _small_config(name, data, directory):
   del eval_input.tf_record_input_reader.input_path[:]
   eval_input.tf_record_input_reader.input_path.append(data['val_pattern'])
   eval_input.label_map_path = data['label_map_path']
-  return config_util.save_pipeline_config(pipeline, directory)
+  return (config_util.save_pipeline_config(pipeline, directory),
+          zoo_testlib.reference_variables(name + '.config'))
 
 
 def _run(module, *flags):
@@ -83,34 +95,60 @@ def _serve(export_dir, image):
     return sess.run(outputs, feed_dict=inputs)
 
 
-@pytest.mark.parametrize('name', CONFIGS)
-def test_model_main_export_and_the_evaluator(name, shapes_data, tmp_path):
-  config_path = _small_config(name, shapes_data, str(tmp_path))
+def _train_summary_tags(model_dir):
+  tags = set()
+  for path in glob.glob(os.path.join(model_dir, 'events.out.tfevents.*')):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      tags.update(value.tag for value in event.summary.value)
+  return tags
+
+
+def _expected_restored(zoo_variables, trained_shapes, load_all):
+  """How many variables fine-tuning restores: same name and shape, in the restore map."""
+  return len([name for name, shape in zoo_variables.items()
+              if list(trained_shapes.get(name, [])) == shape and
+              (load_all or name.startswith(EXTRACTOR_SCOPES))])
+
+
+@pytest.mark.parametrize('name,load_all', CONFIGS, ids=[name for name, _ in CONFIGS])
+def test_model_main_export_and_the_evaluator(name, load_all, shapes_data, tmp_path):
+  config_path, zoo_variables = _small_config(name, shapes_data, str(tmp_path), load_all)
   model_dir = str(tmp_path / 'model')
   proc = _run('trainer.model_main', '--model_dir=' + model_dir,
               '--pipeline_config_path=' + config_path, '--num_train_steps=2')
   assert proc.returncode == 0, proc.stderr[-5000:]
   checkpoint = tf.train.latest_checkpoint(model_dir)
   assert checkpoint.endswith('model.ckpt-2')
-  assert 'Restoring' in proc.stderr and 'zoo/model.ckpt' in proc.stderr
+  trained_shapes = dict(tf.train.list_variables(checkpoint))
+  restored = _expected_restored(zoo_variables, trained_shapes, load_all)
+  assert 'Restoring %d variables from ' % restored in proc.stderr
+  assert 'zoo/model.ckpt' in proc.stderr
   assert MAP_50 in proc.stderr
-  assert 'Loss/BoxClassifierLoss/classification_loss' in proc.stderr
-  names = {n for n, _ in tf.train.list_variables(checkpoint)}
-  assert 'FirstStageFeatureExtractor/' in ''.join(sorted(names))[:0] + ' '.join(names)
+  losses = ['Loss/RPNLoss/localization_loss', 'Loss/RPNLoss/objectness_loss',
+            'Loss/BoxClassifierLoss/localization_loss',
+            'Loss/BoxClassifierLoss/classification_loss', 'Loss/total_loss']
+  if name.startswith('mask_rcnn'):
+    losses.append('Loss/BoxClassifierLoss/mask_loss')
+  for loss in losses:
+    assert loss + ' = ' in proc.stderr, loss   # the evaluation's mean
+  # Training writes each loss under the evaluation's tag (no '_1').
+  assert set(losses) <= _train_summary_tags(model_dir)
 
   exports = glob.glob(os.path.join(model_dir, 'export', 'Servo', '*', 'saved_model.pb'))
-  assert exports
+  assert len(exports) == 1
   # An image of a size none of the training images had (80x96 -> 64..96).
   image = np.random.RandomState(0).randint(0, 255, size=[50, 120, 3]).astype(np.uint8)
   outputs = _serve(os.path.dirname(exports[0]), image)
   num = outputs['detection_boxes'].shape[1]
+  assert 0 < num <= 8
   assert outputs['detection_boxes'].shape == (1, num, 4)
   assert outputs['detection_scores'].shape == (1, num)
   assert outputs['detection_classes'].shape == (1, num)
   assert outputs['num_detections'].shape == (1,)
+  assert set(np.unique(outputs['detection_classes'])) <= {1.0, 2.0, 3.0}
   if name.startswith('mask_rcnn'):
-    assert outputs['detection_masks'].shape[:2] == (1, num)
-    assert outputs['detection_masks'].ndim == 4
+    assert outputs['detection_masks'].shape == (1, num, 15, 15)
+    assert 0.0 <= outputs['detection_masks'].min() <= outputs['detection_masks'].max() <= 1.0
   else:
     assert 'detection_masks' not in outputs
 
@@ -119,6 +157,10 @@ def test_model_main_export_and_the_evaluator(name, shapes_data, tmp_path):
               '--pipeline_config_path=' + config_path, '--run_once')
   assert proc.returncode == 0, proc.stderr[-5000:]
   assert MAP_50 in proc.stderr
+  for loss in losses:
+    if loss == 'Loss/total_loss':
+      continue   # the legacy evaluator reports the model's losses only
+    assert ': %s = ' % loss in proc.stderr, loss
   assert glob.glob(os.path.join(eval_dir, 'events.out.tfevents.*'))
 
 
