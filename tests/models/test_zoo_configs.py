@@ -46,6 +46,7 @@ _SAMPLE_CONFIG = {
     'ssd_mobilenet_v1_ppn_300x300':
         'ssd_mobilenet_v1_ppn_shared_box_predictor_300x300_coco14_sync',
     'ssd_mobilenet_v2_coco': 'ssd_mobilenet_v2_coco',
+    'ssd_mobilenet_v2_fullyconv': 'ssd_mobilenet_v2_fullyconv_coco',
     'ssd_mobilenet_v2_fpnlite_256x256':
         'ssd_mobilenet_v2_fpnlite_quantized_shared_box_predictor_256x256_'
         'depthmultiplier_75_coco14_sync',
@@ -80,8 +81,13 @@ def shapes_data(tmp_path_factory):
 def _small_configs(path, data, checkpoint):
   configs = config_util.get_configs_from_pipeline_file(path)
   size = _SIZES.get(_name(path), _DEFAULT_SIZE)
-  resizer = configs['model'].ssd.image_resizer.fixed_shape_resizer
-  resizer.height, resizer.width = size, size
+  resizer = configs['model'].ssd.image_resizer
+  if resizer.HasField('keep_aspect_ratio_resizer'):
+    # Images keep their aspect ratio (fullyconv): the shapes data's 96x96 become 64x64.
+    resizer.keep_aspect_ratio_resizer.min_dimension = size // 2
+    resizer.keep_aspect_ratio_resizer.max_dimension = size
+  else:
+    resizer.fixed_shape_resizer.height, resizer.fixed_shape_resizer.width = size, size
   train_config = configs['train_config']
   train_config.batch_size = 2
   train_config.num_steps = 1
