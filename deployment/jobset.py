@@ -26,9 +26,20 @@ own mechanisms under the default `--restart_policy=ExitCode`:
   replaced without being counted;
 * a Job past its backoffLimit restarts the whole JobSet, at most
   `failurePolicy.maxRestarts` (--max_restarts) times;
+* a Job running past `activeDeadlineSeconds` (--active_deadline_secs,
+  a week by default) fails the JobSet (reason DeadlineExceeded);
 * the JobSet succeeds when the chief's Job (the workers' without a chief)
-  completes (`successPolicy`); the controller then deletes the ps and
-  evaluator Jobs, which would otherwise run on.
+  and the evaluator's Job have completed (`successPolicy`): the evaluator
+  gets `--num_train_steps` and exits 0 once it has evaluated the last
+  checkpoint, even one written after the chief exited; the controller then
+  deletes the ps Jobs;
+* the evaluator never fails training: its pods' exit codes all count
+  against its own Job's backoffLimit (no FailJob rule), and a Job that
+  spends it is recreated alone, not counted against maxRestarts (rule
+  `evaluatorRestartsAlone`, action RestartJobAndIgnoreMaxRestarts, JobSet
+  v0.12 or later; `--evaluator_restart=whole_job` leaves the rule out for
+  older controllers, which refuse the action: the failure then restarts the
+  whole JobSet, counted, and training resumes from its last checkpoint).
 
 Read one back (what the launcher does):
 
@@ -102,13 +113,22 @@ def _env_prefix(options, role):
           {'name': 'TF_CONFIG', 'value': _tf_config_value(options, role)}]
 
 
-def _pod_failure_policy():
-  """1-127 fail the Job; a pod Kubernetes itself disrupted is replaced uncounted."""
-  return {'rules': [
-      {'action': 'Ignore', 'onPodConditions': [{'type': 'DisruptionTarget', 'status': 'True'}]},
-      {'action': 'FailJob', 'onExitCodes': {'containerName': k8s_pods.CONTAINER_NAME,
-                                            'operator': 'In',
-                                            'values': PERMANENT_EXIT_CODES}}]}
+def pod_failure_policy(permanent_fails_job=True):
+  """1-127 fail the Job; a pod Kubernetes itself disrupted is replaced uncounted.
+
+  Args:
+    permanent_fails_job: False for the evaluator, whose every failure is
+      counted against its Job's backoffLimit instead (the Job controller's
+      growing delay between attempts then paces a crash loop, and the JobSet
+      recreates the Job alone when the limit is spent).
+  """
+  rules = [{'action': 'Ignore',
+            'onPodConditions': [{'type': 'DisruptionTarget', 'status': 'True'}]}]
+  if permanent_fails_job:
+    rules.append({'action': 'FailJob',
+                  'onExitCodes': {'containerName': k8s_pods.CONTAINER_NAME, 'operator': 'In',
+                                  'values': PERMANENT_EXIT_CODES}})
+  return {'rules': rules}
 
 
 def _job_spec(options, role):
@@ -116,10 +136,10 @@ def _job_spec(options, role):
   spec = {'completionMode': 'Indexed', 'completions': role.replicas,
           'parallelism': role.replicas,
           'backoffLimit': 0 if policy == replicas_lib.NEVER else options.backoff_limit}
-  if options.active_deadline_secs is not None:
+  if options.active_deadline_secs:
     spec['activeDeadlineSeconds'] = options.active_deadline_secs
   if policy == replicas_lib.EXIT_CODE:
-    spec['podFailurePolicy'] = _pod_failure_policy()
+    spec['podFailurePolicy'] = pod_failure_policy(role.name != 'evaluator')
   pod_restart = replicas_lib.ON_FAILURE if policy == replicas_lib.ON_FAILURE else 'Never'
   spec['template'] = {'spec': k8s_pods.pod_spec(options, role, _env_prefix(options, role.name),
                                                 restart_policy=pod_restart)}
@@ -127,13 +147,29 @@ def _job_spec(options, role):
 
 
 def _failure_policy(options):
+  """Rules in order: the evaluator's own failures, then permanent ones, else restart all."""
+  rules = []
+  if options.evaluator and options.evaluator_restart == 'alone':
+    # The evaluator's Job spent its backoffLimit: recreate it alone, uncounted, so that
+    # neither training nor maxRestarts feels it (a deadline still ends the job).
+    rules.append({'name': 'evaluatorRestartsAlone', 'action': 'RestartJobAndIgnoreMaxRestarts',
+                  'onJobFailureReasons': ['BackoffLimitExceeded'],
+                  'targetReplicatedJobs': ['evaluator']})
   reasons = ['PodFailurePolicy']
-  if options.active_deadline_secs is not None:
+  if options.active_deadline_secs:
     reasons.append('DeadlineExceeded')
+  rules.append({'name': 'permanentFailure', 'action': 'FailJobSet',
+                'onJobFailureReasons': reasons})
   # Any other Job failure (backoffLimit spent on retryable codes) restarts the JobSet.
-  return {'maxRestarts': options.max_restarts,
-          'rules': [{'name': 'permanentFailure', 'action': 'FailJobSet',
-                     'onJobFailureReasons': reasons}]}
+  return {'maxRestarts': options.max_restarts, 'rules': rules}
+
+
+def _success_policy(options):
+  """Done when training is and, with one, when the evaluator evaluated the last checkpoint."""
+  targets = [k8s_pods.success_role(options)]
+  if options.evaluator:
+    targets.append('evaluator')
+  return {'operator': 'All', 'targetReplicatedJobs': targets}
 
 
 def jobset_manifest(options):
@@ -151,8 +187,7 @@ def jobset_manifest(options):
     metadata['labels'] = {tfjob.KUEUE_QUEUE_LABEL: options.kueue_queue}
   spec = {'network': {'enableDNSHostnames': True, 'subdomain': options.job_name,
                       'publishNotReadyAddresses': True},
-          'successPolicy': {'operator': 'All',
-                            'targetReplicatedJobs': [k8s_pods.success_role(options)]},
+          'successPolicy': _success_policy(options),
           'failurePolicy': _failure_policy(options)}
   if options.ttl_secs_after_finished is not None:
     spec['ttlSecondsAfterFinished'] = options.ttl_secs_after_finished

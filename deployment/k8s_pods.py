@@ -22,20 +22,40 @@ The rules the writer enforces, each an error that names the flag to change:
   `<job>-<role>-0-<index>-<5 random>` pods -- fits in 63 characters.
 * Storage: every pod must see the same train_dir, so a local path needs a
   ReadWriteMany claim (`pvc`) mounted at `mount_path` with the directory under
-  it; a remote URL (gs://, s3://, ...) needs none.
+  it; a remote URL needs none, but only of a file system the image's
+  TensorFlow opens: TF 2.21 opens gs:// itself, while s3://, hdfs://, az://
+  need tensorflow-io's file systems imported by the programs
+  (`extra_filesystems` says the image does that). The same holds for the
+  pipeline config's path.
 * Several training tasks need ps tasks (trainer.train puts the variables on
   them; without any it stops at start with "num_ps_tasks must be positive").
 * GPUs are used: a chief/worker given GPUs runs trainer.train with
   `--num_clones=N --noclone_on_cpu`, whatever deploy_config.clone_on_cpu says.
 * Security: pods run as a non-root user with no privilege escalation, no
   capabilities, the runtime's default seccomp profile and no service account
-  token -- what the Pod Security "restricted" profile demands.
+  token -- what the Pod Security "restricted" profile demands. Volumes get
+  `fsGroup` (default: the user id) with `fsGroupChangePolicy: OnRootMismatch`
+  (the ownership walk happens once, not at every start); `service_account`
+  names the pods' identity for bucket access (GKE Workload Identity, EKS
+  IRSA), which needs no token in the pod.
+* Resources: every role gets CPU and memory requests and a memory limit
+  (DEFAULT_RESOURCES, overridable); no pod is BestEffort, and a namespace
+  whose ResourceQuota demands memory limits accepts the pods.
+* Time: `active_deadline_secs` (default DEFAULT_ACTIVE_DEADLINE_SECS, 0 for
+  none) ends a job whose ps or chief never starts, which would otherwise
+  keep the running workers retrying (exit 129) forever.
+* The evaluator follows training to its last checkpoint: it gets
+  `--num_train_steps` when the job knows it (`num_train_steps`, else the
+  program's own `--num_train_steps` after `--`).
 * Grace: `terminationGracePeriodSeconds` is deploy_config.termination_grace_secs
   plus TERMINATION_MARGIN_SECS, so the tasks' own shutdown fits inside it.
 
 Differs on purpose: `cpu`/`memory`/GPUs given for the workers apply to the
-chief and workers only; ps and evaluator get their own (`resources`), none by
-default.
+chief and workers only; ps and evaluator get their own (`resources`). The
+memory limit equals the memory request unless `memory_limit` says otherwise:
+a task over its request is then killed (137, retryable) instead of taking
+memory other pods on the node were promised. CPU gets no limit (throttling a
+ps slows every worker).
 """
 
 import collections
@@ -55,12 +75,27 @@ VOLUME_NAME = 'shared'
 TERMINATION_MARGIN_SECS = 15
 DEFAULT_TERMINATION_GRACE_SECS = 25  # deploy_config.termination_grace_secs' default
 DEFAULT_RUN_AS_USER = 1000
+# A week: long enough for real training, short enough that a job stuck on a
+# Pending ps or chief gives its GPUs back.
+DEFAULT_ACTIVE_DEADLINE_SECS = 7 * 24 * 3600
+# Requests (and, by the memory, the limit) of each role when none is given.
+DEFAULT_RESOURCES = {'training': {'cpu': '4', 'memory': '16Gi'},
+                     'ps': {'cpu': '2', 'memory': '4Gi'},
+                     'evaluator': {'cpu': '2', 'memory': '8Gi'}}
+# Remote file systems TensorFlow 2.21 opens without plugins ('ram' is per process: no use
+# for sharing a train_dir between pods).
+BUILTIN_FILESYSTEMS = ('gs',)
+# Who provides the others, and the package to install.
+FILESYSTEM_PROVIDERS = {'s3': 'tensorflow-io', 'hdfs': 'tensorflow-io',
+                        'viewfs': 'tensorflow-io', 'har': 'tensorflow-io',
+                        'az': 'tensorflow-io', 'http': 'tensorflow-io',
+                        'https': 'tensorflow-io'}
 PROGRAMS = ('trainer.train', 'trainer.model_main')
 # The flag each program takes its output directory from.
 OUTPUT_DIR_FLAG = {'trainer.train': 'train_dir', 'trainer.model_main': 'model_dir'}
 ROLES = ('chief', 'worker', 'ps', 'evaluator')
 # Keys of a role's `resources` entry.
-RESOURCE_KEYS = ('cpu', 'memory', 'gpu')
+RESOURCE_KEYS = ('cpu', 'memory', 'memory_limit', 'gpu')
 KINDS = ('tfjob', 'jobset')
 TOLERATION_EFFECTS = ('NoSchedule', 'PreferNoSchedule', 'NoExecute')
 # Env names the engines set themselves.
@@ -70,13 +105,15 @@ _POD_SUFFIX = '-abcde'
 
 _DNS_1035 = re.compile(r'^[a-z]([-a-z0-9]*[a-z0-9])?$')
 _DNS_1123 = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')
+_DNS_1123_SUBDOMAIN = re.compile(r'^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')
 _QUANTITY = re.compile(r'^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$')
-_ENV_NAME = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')
+ENV_NAME = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')
 # A label key: optional DNS-subdomain prefix and '/', then a name of <= 63 characters.
 _LABEL_KEY = re.compile(r'^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*'
                         r'[A-Za-z0-9])?$')
 _LABEL_VALUE = re.compile(r'^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$')
-_REMOTE_PATH = re.compile(r'^[a-z][a-z0-9+.-]*://')
+_REMOTE_PATH = re.compile(r'^([a-z][a-z0-9+.-]*)://')
+_NUM_TRAIN_STEPS_ARG = re.compile(r'^--num_train_steps=(\d+)$')
 
 JobOptions = collections.namedtuple('JobOptions', [
     'job_name', 'namespace', 'image', 'pipeline_config_path', 'output_dir', 'program',
@@ -85,11 +122,18 @@ JobOptions = collections.namedtuple('JobOptions', [
     # Added with JobSet (issue 27).
     'resources', 'pvc', 'mount_path', 'termination_grace_secs', 'run_as_user',
     'active_deadline_secs', 'ttl_secs_after_finished', 'gang_scheduling', 'scheduler_name',
-    'kueue_queue', 'priority_class', 'node_selector', 'tolerations', 'max_restarts'])
+    'kueue_queue', 'priority_class', 'node_selector', 'tolerations', 'max_restarts',
+    # Added with issue 47.
+    'service_account', 'fs_group', 'memory_limit', 'extra_filesystems', 'num_train_steps',
+    'evaluator_restart'])
 
 # One role of a job: its pods' count, program, GPUs and resource requests.
 Role = collections.namedtuple('Role', ['name', 'replicas', 'command', 'args', 'gpus',
-                                       'requests'])
+                                       'requests', 'memory_limit'])
+# What a JobSet does when the evaluator's Job fails: recreate that Job alone
+# (failurePolicy action RestartJobAndIgnoreMaxRestarts, JobSet >= v0.12), or
+# the whole JobSet (older controllers, which refuse that action).
+EVALUATOR_RESTARTS = ('alone', 'whole_job')
 
 
 def job_options(job_name, image, pipeline_config_path, output_dir, **kwargs):
@@ -101,7 +145,9 @@ def job_options(job_name, image, pipeline_config_path, output_dir, **kwargs):
     **kwargs: any other `JobOptions` field; `resources` is {role: {'cpu': ..,
       'memory': .., 'gpu': N}} for ps and evaluator (chief and workers take
       `cpu`, `memory`, `gpus_per_worker`); `env` {NAME: value};
-      `node_selector` {key: value}; `tolerations` a list of toleration dicts.
+      `node_selector` {key: value}; `tolerations` a list of toleration dicts;
+      `active_deadline_secs` 0 for no deadline; `num_train_steps` None when
+      unknown; `extra_filesystems` URL schemes the image opens beyond gs.
   """
   defaults = dict(namespace='default', program='trainer.train', chief=True, workers=1, ps=1,
                   evaluator=True, gpus_per_worker=0, cpu=None, memory=None,
@@ -109,10 +155,12 @@ def job_options(job_name, image, pipeline_config_path, output_dir, **kwargs):
                   env=None, program_args=(), python='python', resources=None, pvc=None,
                   mount_path=DEFAULT_MOUNT_PATH,
                   termination_grace_secs=DEFAULT_TERMINATION_GRACE_SECS,
-                  run_as_user=DEFAULT_RUN_AS_USER, active_deadline_secs=None,
+                  run_as_user=DEFAULT_RUN_AS_USER,
+                  active_deadline_secs=DEFAULT_ACTIVE_DEADLINE_SECS,
                   ttl_secs_after_finished=None, gang_scheduling=False, scheduler_name=None,
                   kueue_queue=None, priority_class=None, node_selector=None, tolerations=None,
-                  max_restarts=3)
+                  max_restarts=3, service_account=None, fs_group=None, memory_limit=None,
+                  extra_filesystems=(), num_train_steps=None, evaluator_restart='alone')
   defaults.update(kwargs)
   return JobOptions(job_name=job_name, image=image, pipeline_config_path=pipeline_config_path,
                     output_dir=output_dir, **defaults)
@@ -131,6 +179,29 @@ def is_remote(path):
   return bool(_REMOTE_PATH.match(path or ''))
 
 
+def _check_filesystem(options, flag, path):
+  """Refuses a URL whose file system the programs in the image cannot open."""
+  match = _REMOTE_PATH.match(path or '')
+  if not match:
+    return
+  scheme = match.group(1)
+  if scheme in BUILTIN_FILESYSTEMS or scheme in (options.extra_filesystems or ()):
+    return
+  if scheme == 'ram':
+    fail(flag, 'is in one process\'s memory (ram://): no other pod sees it; use gs:// or '
+         'a --pvc', path)
+  provider = FILESYSTEM_PROVIDERS.get(scheme)
+  how = ('%s provides it: install a %s build matching the image\'s TensorFlow (its last '
+         'release, 0.37.1, is built for TensorFlow 2.16) and have Python import '
+         'tensorflow_io at start (e.g. a sitecustomize.py with "import tensorflow_io"), '
+         'then pass --extra_filesystems=%s' % (provider, provider, scheme) if provider
+         else 'no known package provides it')
+  fail(flag, 'uses %s://, which TensorFlow 2.21 cannot open (it opens local paths and '
+       '%s); %s. Or use a gs:// bucket, or mount the storage as a ReadWriteMany '
+       'volume (e.g. a CSI driver for the bucket) and give --pvc' % (
+           scheme, ', '.join('%s://' % b for b in BUILTIN_FILESYSTEMS), how), path)
+
+
 def derived_names(options, kind):
   """{what: name} of the longest names the engine derives from the job name.
 
@@ -140,7 +211,8 @@ def derived_names(options, kind):
 
   Returns:
     A dict like {'pod': 'shapes-evaluator-0-abcde', 'service': ...}; TFJob
-    names pods and services `<job>-<role>-<index>`; JobSet names Jobs
+    names pods and services `<job>-<role>-<index>`, and the evaluator's own
+    Job's pod is `<job>-evaluator-<5 random>`; JobSet names Jobs
     `<job>-<role>-0`, pod hostnames `<job>-<role>-0-<index>` and pods that
     plus Kubernetes' 5-character suffix.
   """
@@ -152,7 +224,10 @@ def derived_names(options, kind):
 
   for role in roles(options):
     last = role.replicas - 1
-    if kind == 'tfjob':
+    if kind == 'tfjob' and role.name == 'evaluator':
+      # A batch/v1 Job of its own beside the TFJob (tfjob.evaluator_job).
+      keep('evaluator pod', '%s-evaluator%s' % (options.job_name, _POD_SUFFIX))
+    elif kind == 'tfjob':
       keep('pod and service', '%s-%s-%d' % (options.job_name, role.name, last))
     else:
       keep('job', '%s-%s-0' % (options.job_name, role.name))
@@ -176,6 +251,11 @@ def _check_names(options, kind):
 
 def _check_storage(options):
   flag = '--%s' % OUTPUT_DIR_FLAG[options.program]
+  for scheme in options.extra_filesystems or ():
+    if not re.match(r'^[a-z][a-z0-9+.-]*$', scheme):
+      fail('extra_filesystems', 'must list URL schemes like s3,hdfs', scheme)
+  _check_filesystem(options, 'pipeline_config_path', options.pipeline_config_path)
+  _check_filesystem(options, OUTPUT_DIR_FLAG[options.program], options.output_dir)
   if is_remote(options.output_dir):
     return
   if not os.path.isabs(options.output_dir):
@@ -198,7 +278,26 @@ def _check_storage(options):
          options.output_dir)
 
 
+def _quantity_bytes(text):
+  """Bytes of a memory quantity like 16Gi, 500M or 1e9 (None when it is not one)."""
+  match = re.match(r'^([0-9]+(?:\.[0-9]+)?)(k|Ki|M|Mi|G|Gi|T|Ti|m)?$', str(text))
+  if not match:
+    return None
+  scale = {None: 1, 'm': 1e-3, 'k': 1e3, 'M': 1e6, 'G': 1e9, 'T': 1e12, 'Ki': 2 ** 10,
+           'Mi': 2 ** 20, 'Gi': 2 ** 30, 'Ti': 2 ** 40}[match.group(2)]
+  return float(match.group(1)) * scale
+
+
+def _check_memory_limit(flag, role, memory, limit):
+  request, most = _quantity_bytes(memory), _quantity_bytes(limit)
+  if request is not None and most is not None and most < request:
+    fail(flag, 'of %s: the memory limit %s is below the memory request %s (Kubernetes '
+         'refuses the pod)' % (role, limit, memory), limit)
+
+
 def _check_resources(options):
+  if options.memory_limit and not _QUANTITY.match(options.memory_limit):
+    fail('memory_limit', 'must be a Kubernetes quantity like 16Gi', options.memory_limit)
   for role, values in sorted((options.resources or {}).items()):
     if role not in ('ps', 'evaluator'):
       fail('resources', 'sets ps and evaluator only (chief and workers take --cpu, --memory '
@@ -212,6 +311,9 @@ def _check_resources(options):
       if key != 'gpu' and not _QUANTITY.match(str(value)):
         fail('resources', 'of %s: %s must be a Kubernetes quantity like 4, 500m or 16Gi'
              % (role, key), value)
+  for role in roles(options):
+    flag = 'memory_limit' if role.name in ('chief', 'worker') else 'resources'
+    _check_memory_limit(flag, role.name, role.requests.get('memory'), role.memory_limit)
 
 
 def _check_scheduling(options, kind):
@@ -278,18 +380,54 @@ def check_options(options, kind='tfjob'):
   for name in (options.env or {}):
     if name in RESERVED_ENV:
       fail('env', '%s is set by the engine for each pod; it cannot be given' % name, name)
-    if not _ENV_NAME.match(name):
+    if not ENV_NAME.match(name):
       fail('env', 'must be NAME=VALUE with NAME a C identifier', name)
   _check_storage(options)
   if options.termination_grace_secs <= 0:
     fail('termination_grace_secs', 'must be > 0', options.termination_grace_secs)
   if options.run_as_user is None or options.run_as_user <= 0:
     fail('run_as_user', 'must be a user id > 0 (pods run as non-root)', options.run_as_user)
-  for flag in ('active_deadline_secs', 'ttl_secs_after_finished'):
+  if options.fs_group is not None and options.fs_group < 0:
+    fail('fs_group', 'must be a group id >= 0', options.fs_group)
+  if options.service_account is not None and (
+      not _DNS_1123_SUBDOMAIN.match(options.service_account) or
+      len(options.service_account) > 253):
+    fail('service_account', 'must be a ServiceAccount name (lowercase letters, digits, '
+         '"-" and ".")', options.service_account)
+  for flag in ('active_deadline_secs', 'ttl_secs_after_finished', 'num_train_steps'):
     value = getattr(options, flag)
-    if value is not None and (value < 0 or flag == 'active_deadline_secs' and value == 0):
-      fail(flag, 'must be > 0' if flag == 'active_deadline_secs' else 'must be >= 0', value)
+    if value is not None and value < 0:
+      fail(flag, 'must be >= 0' + (' (0: no deadline)' if flag == 'active_deadline_secs'
+                                   else ''), value)
+  if options.evaluator_restart not in EVALUATOR_RESTARTS:
+    fail('evaluator_restart', 'must be one of %s' % ', '.join(EVALUATOR_RESTARTS),
+         options.evaluator_restart)
+  _check_num_train_steps(options)
   _check_scheduling(options, kind)
+
+
+def _steps_in_program_args(options):
+  """N of a `--num_train_steps=N` among the program's own flags, else None."""
+  for arg in options.program_args or ():
+    match = _NUM_TRAIN_STEPS_ARG.match(str(arg))
+    if match:
+      return int(match.group(1))
+  return None
+
+
+def _check_num_train_steps(options):
+  given = _steps_in_program_args(options)
+  if options.num_train_steps is not None and given is not None and (
+      given != options.num_train_steps):
+    fail('num_train_steps', 'differs from --num_train_steps=%d after "--" (the training '
+         'tasks\' own): give one of them' % given, options.num_train_steps)
+
+
+def num_train_steps(options):
+  """The job's training steps as far as the writer knows them, else None."""
+  if options.num_train_steps is not None:
+    return options.num_train_steps
+  return _steps_in_program_args(options)
 
 
 # ----------------------------------------------------------------------------
@@ -302,45 +440,61 @@ def _program_args(options, gpus):
   if options.program == 'trainer.train' and gpus:
     # The flag wins over a config's clone_on_cpu: true, which would idle the GPUs.
     args += ['--num_clones=%d' % gpus, '--noclone_on_cpu']
-  return args + ['--alsologtostderr'] + list(options.program_args)
+  args += ['--alsologtostderr'] + list(options.program_args)
+  if options.num_train_steps is not None and _steps_in_program_args(options) is None:
+    # Told to the writer only: every task must still train (and evaluate) to the same step.
+    args.append('--num_train_steps=%d' % options.num_train_steps)
+  return args
 
 
 def _evaluator_command(options):
-  """(command, args) of the evaluator."""
+  """(command, args) of the evaluator: it ends after evaluating the last step's checkpoint."""
   if options.program == 'trainer.train':
-    return ([options.python, '-m', 'trainer.eval'],
-            ['--pipeline_config_path=%s' % options.pipeline_config_path,
-             '--checkpoint_dir=%s' % options.output_dir,
-             '--eval_dir=%s' % options.output_dir.rstrip('/') + '/eval', '--alsologtostderr'])
-  # model_main's evaluator task (TF_CONFIG type "evaluator") runs continuous evaluation.
+    args = ['--pipeline_config_path=%s' % options.pipeline_config_path,
+            '--checkpoint_dir=%s' % options.output_dir,
+            '--eval_dir=%s' % options.output_dir.rstrip('/') + '/eval', '--alsologtostderr']
+    steps = num_train_steps(options)
+    if steps is not None:
+      args.append('--num_train_steps=%d' % steps)
+    return [options.python, '-m', 'trainer.eval'], args
+  # model_main's evaluator task (TF_CONFIG type "evaluator") runs continuous evaluation up
+  # to the --num_train_steps the training tasks get too.
   return [options.python, '-m', options.program], _program_args(options, 0)
 
 
-def _requests(cpu, memory):
-  return {k: v for k, v in (('cpu', cpu), ('memory', memory)) if v}
+def _requests(values, role):
+  """{'cpu': .., 'memory': ..} of `values` (a role's given resources), defaults filled in."""
+  defaults = DEFAULT_RESOURCES[role]
+  return {k: values.get(k) or defaults[k] for k in ('cpu', 'memory')}
+
+
+def _role(options, name, replicas, command, args, gpus, values):
+  requests = _requests(values, 'training' if name in ('chief', 'worker') else name)
+  return Role(name, replicas, command, args, gpus, requests,
+              values.get('memory_limit') or requests['memory'])
 
 
 def roles(options):
   """The `Role`s of the job, in chief, worker, ps, evaluator order (absent ones left out)."""
   command = [options.python, '-m', options.program]
   gpus = options.gpus_per_worker
-  training = _requests(options.cpu, options.memory)
+  training = {'cpu': options.cpu, 'memory': options.memory,
+              'memory_limit': options.memory_limit}
   resources = options.resources or {}
   result = []
   if options.chief:
-    result.append(Role('chief', 1, command, _program_args(options, gpus), gpus, training))
+    result.append(_role(options, 'chief', 1, command, _program_args(options, gpus), gpus,
+                        training))
   if options.workers:
-    result.append(Role('worker', options.workers, command, _program_args(options, gpus),
-                       gpus, training))
+    result.append(_role(options, 'worker', options.workers, command,
+                        _program_args(options, gpus), gpus, training))
   if options.ps:
-    ps = resources.get('ps', {})
-    result.append(Role('ps', options.ps, command, _program_args(options, 0), 0,
-                       _requests(ps.get('cpu'), ps.get('memory'))))
+    result.append(_role(options, 'ps', options.ps, command, _program_args(options, 0), 0,
+                        resources.get('ps', {})))
   if options.evaluator:
     evaluator = resources.get('evaluator', {})
-    result.append(Role('evaluator', 1, *_evaluator_command(options),
-                       gpus=evaluator.get('gpu', 0),
-                       requests=_requests(evaluator.get('cpu'), evaluator.get('memory'))))
+    result.append(_role(options, 'evaluator', 1, *_evaluator_command(options),
+                        gpus=evaluator.get('gpu', 0), values=evaluator))
   return result
 
 
@@ -361,9 +515,18 @@ def container_security_context():
 
 
 def pod_security_context(options):
-  """The pod's part: a non-root user (group and volume group the same id), default seccomp."""
+  """The pod's part: a non-root user and group, the volumes' group, default seccomp.
+
+  `fsGroupChangePolicy: OnRootMismatch` makes the kubelet walk a volume to
+  set its group only when the volume's root does not have it yet, so a big
+  train_dir does not slow every pod start. Volumes whose driver ignores
+  fsGroup (most ReadWriteMany CSI drivers: NFS, Filestore, EFS, Azure Files)
+  must already be writable by `run_as_user` (docs/kubernetes.md, "Storage").
+  """
+  fs_group = options.run_as_user if options.fs_group is None else options.fs_group
   return {'runAsNonRoot': True, 'runAsUser': options.run_as_user,
-          'runAsGroup': options.run_as_user, 'fsGroup': options.run_as_user,
+          'runAsGroup': options.run_as_user, 'fsGroup': fs_group,
+          'fsGroupChangePolicy': 'OnRootMismatch',
           'seccompProfile': {'type': 'RuntimeDefault'}}
 
 
@@ -390,13 +553,10 @@ def container(options, role, env_prefix=()):
                             for k, v in sorted((options.env or {}).items())]
   if env:
     spec['env'] = env
-  resources = {}
-  if role.requests:
-    resources['requests'] = dict(role.requests)
+  limits = {'memory': role.memory_limit}
   if role.gpus:
-    resources['limits'] = {GPU_RESOURCE: role.gpus}
-  if resources:
-    spec['resources'] = resources
+    limits[GPU_RESOURCE] = role.gpus
+  spec['resources'] = {'requests': dict(role.requests), 'limits': limits}
   if options.pvc:
     spec['volumeMounts'] = [{'name': VOLUME_NAME, 'mountPath': options.mount_path}]
   spec['securityContext'] = container_security_context()
@@ -415,6 +575,10 @@ def pod_spec(options, role, env_prefix=(), restart_policy=None):
   spec = {}
   if restart_policy:
     spec['restartPolicy'] = restart_policy
+  if options.service_account:
+    # Bucket access by the pods' identity (GKE Workload Identity, EKS IRSA); neither needs
+    # the API token mounted.
+    spec['serviceAccountName'] = options.service_account
   spec['automountServiceAccountToken'] = False
   spec['terminationGracePeriodSeconds'] = (options.termination_grace_secs +
                                            TERMINATION_MARGIN_SECS)
@@ -449,75 +613,3 @@ def network_policy(options, job_label):
           'spec': {'podSelector': same_job, 'policyTypes': ['Ingress'],
                    'ingress': [{'from': [{'podSelector': same_job}],
                                 'ports': [{'protocol': 'TCP', 'port': options.port}]}]}}
-
-
-# ----------------------------------------------------------------------------
-# Flag values.
-
-def parse_env(items):
-  """{NAME: VALUE} of repeated NAME=VALUE items; the first '=' splits, commas stay.
-
-  Raises:
-    ValueError: naming --env and the bad item.
-  """
-  env = {}
-  for item in items:
-    name, sep, value = item.partition('=')
-    if not sep or not _ENV_NAME.match(name):
-      fail('env', 'must be NAME=VALUE', item)
-    env[name] = value
-  return env
-
-
-def parse_key_values(flag, items):
-  """{KEY: VALUE} of repeated KEY=VALUE items (--node_selector)."""
-  result = {}
-  for item in items:
-    key, sep, value = item.partition('=')
-    if not sep or not key:
-      fail(flag, 'must be KEY=VALUE', item)
-    result[key] = value
-  return result
-
-
-def parse_toleration(item):
-  """A toleration dict of 'KEY[=VALUE][:EFFECT]' (no VALUE: operator Exists).
-
-  `nvidia.com/gpu:NoSchedule` tolerates the taint GPU node pools usually carry.
-  """
-  rest, _, effect = item.partition(':')
-  key, sep, value = rest.partition('=')
-  toleration = {'key': key, 'operator': 'Equal' if sep else 'Exists'}
-  if sep:
-    toleration['value'] = value
-  if effect:
-    toleration['effect'] = effect
-  if not key or effect and effect not in TOLERATION_EFFECTS:
-    fail('toleration', 'must be KEY[=VALUE][:EFFECT] with EFFECT one of %s' % ', '.join(
-        TOLERATION_EFFECTS), item)
-  return toleration
-
-
-def parse_resources(items):
-  """{role: {'cpu': .., 'memory': .., 'gpu': N}} of repeated 'ROLE:KEY=VALUE[,KEY=VALUE]'.
-
-  E.g. `--resources=ps:cpu=2,memory=8Gi --resources=evaluator:cpu=4,gpu=1`.
-  """
-  result = {}
-  for item in items:
-    role, sep, body = item.partition(':')
-    if not sep or role not in ROLES or not body:
-      fail('resources', 'must be ROLE:KEY=VALUE[,KEY=VALUE...] with ROLE ps or evaluator',
-           item)
-    values = result.setdefault(role, {})
-    for pair in body.split(','):
-      key, sep, value = pair.partition('=')
-      if not sep or key not in RESOURCE_KEYS:
-        fail('resources', 'of %s: %r is not KEY=VALUE with KEY one of %s' % (
-            role, pair, ', '.join(RESOURCE_KEYS)), item)
-      if key == 'gpu':
-        if not value.isdigit():
-          fail('resources', 'of %s: gpu must be a count' % role, item)
-        value = int(value)
-      values[key] = value
-  return result

@@ -36,6 +36,7 @@ first container (image, resources, volumes and `valueFrom` env are ignored).
 """
 
 import collections
+import json
 import os
 import sys
 
@@ -47,7 +48,9 @@ import yaml
 
 from core import config_util
 from core import paths
+from deployment import k8s_flags
 from deployment import k8s_pods
+from deployment import k8s_sizes
 from deployment import replicas as replicas_lib
 
 API_VERSION = 'kubeflow.org/v1'
@@ -55,6 +58,9 @@ CONTAINER_NAME = k8s_pods.CONTAINER_NAME
 PORT_NAME = k8s_pods.PORT_NAME
 DEFAULT_PORT = k8s_pods.DEFAULT_PORT
 JOB_NAME_LABEL = 'training.kubeflow.org/job-name'
+# Labels of the TFJob's evaluator Job, by which the reader finds it.
+PART_OF_LABEL = 'app.kubernetes.io/part-of'
+COMPONENT_LABEL = 'app.kubernetes.io/component'
 KUEUE_QUEUE_LABEL = 'kueue.x-k8s.io/queue-name'
 # TFJob's replica type names; TF_CONFIG uses them lowercased.
 MANIFEST_TYPES = {'Chief': 'chief', 'Master': 'master', 'Worker': 'worker', 'PS': 'ps',
@@ -217,13 +223,49 @@ def read_one_of_kind(path, kind):
   return jobs[0]
 
 
+def _evaluator_spec(document, source):
+  """The ReplicaSpec of a TFJob's evaluator Job (`evaluator_job`)."""
+  from deployment import jobset  # pylint: disable=import-outside-toplevel
+  path = 'Job %s' % document.get('metadata', {}).get('name')
+  job_spec = _get(document, 'spec', source, path + '.spec', dict, {})
+  template = _get(job_spec, 'template', source, path + '.spec.template', dict, {})
+  container = _container(template, source, path + '.spec.template')
+  container_path = path + '.spec.template.spec.containers[%s]' % container.get('name')
+  command = (_get(container, 'command', source, container_path + '.command', list, []) +
+             _get(container, 'args', source, container_path + '.args', list, []))
+  if not command or not all(isinstance(a, (str, int, float)) for a in command):
+    _fail(source, container_path + '.command', 'must list the program to run', command)
+  env = _container_env(container, source, container_path)
+  env.pop('TF_CONFIG', None)  # the launcher gives every task its own
+  policy = jobset._local_restart_policy(  # pylint: disable=protected-access
+      job_spec, _get(template, 'spec', source, path + '.spec.template.spec', dict, {}),
+      source, path + '.spec')
+  return replicas_lib.ReplicaSpec('evaluator', 1, [str(a) for a in command], env, policy)
+
+
 def read_tfjob(path):
-  """Reads the one TFJob of a (multi-document) YAML file; other kinds are skipped.
+  """Reads the one TFJob of a (multi-document) YAML file, with its evaluator Job if any.
+
+  The evaluator is the batch/v1 Job labelled part of the TFJob with
+  component evaluator (what the writer makes); other documents are skipped.
 
   Raises:
     ValueError: when the file is missing or holds no, several or a bad TFJob.
   """
-  return parse_tfjob(read_one_of_kind(path, 'TFJob'), source=path)
+  job = parse_tfjob(read_one_of_kind(path, 'TFJob'), source=path)
+  with tf.io.gfile.GFile(path, 'r') as f:
+    documents = [d for d in yaml.safe_load_all(f.read()) if isinstance(d, dict)]
+  evaluators = [d for d in documents if d.get('kind') == 'Job' and (
+      d.get('metadata') or {}).get('labels', {}).get(PART_OF_LABEL) == job.name and (
+          d.get('metadata') or {}).get('labels', {}).get(COMPONENT_LABEL) == 'evaluator']
+  if evaluators:
+    if any(s.replica_type == 'evaluator' for s in job.specs) or len(evaluators) > 1:
+      _fail(path, 'Job %s-evaluator' % job.name, 'must be the only evaluator of TFJob %s'
+            % job.name, len(evaluators))
+    specs = job.specs + [_evaluator_spec(evaluators[0], path)]
+    replicas_lib.check_specs(specs, source='%s: spec.tfReplicaSpecs' % path)
+    job = job._replace(specs=specs)
+  return job
 
 
 def service_addresses(job):
@@ -249,16 +291,21 @@ job_options = k8s_pods.job_options
 _MANIFEST_TYPE = {'chief': 'Chief', 'worker': 'Worker', 'ps': 'PS', 'evaluator': 'Evaluator'}
 
 
+def _replica_roles(options):
+  """The roles that are TFJob replicas: all but the evaluator, which is a Job of its own."""
+  return [role for role in k8s_pods.roles(options) if role.name != 'evaluator']
+
+
 def _run_policy(options):
   policy = {'backoffLimit': options.backoff_limit, 'cleanPodPolicy': 'Running'}
-  if options.active_deadline_secs is not None:
+  if options.active_deadline_secs:
     policy['activeDeadlineSeconds'] = options.active_deadline_secs
   if options.ttl_secs_after_finished is not None:
     policy['ttlSecondsAfterFinished'] = options.ttl_secs_after_finished
   if options.gang_scheduling:
     # The operator makes a PodGroup of this for the gang scheduler (volcano,
     # scheduler-plugins): no pod starts before all of them can.
-    scheduling = {'minAvailable': k8s_pods.pod_count(options)}
+    scheduling = {'minAvailable': sum(r.replicas for r in _replica_roles(options))}
     if options.priority_class:
       scheduling['priorityClass'] = options.priority_class
     policy['schedulingPolicy'] = scheduling
@@ -273,7 +320,7 @@ def tfjob_manifest(options):
   """
   k8s_pods.check_options(options, 'tfjob')
   replica_specs = {}
-  for role in k8s_pods.roles(options):
+  for role in _replica_roles(options):
     replica_specs[_MANIFEST_TYPE[role.name]] = {
         'replicas': role.replicas, 'restartPolicy': options.restart_policy,
         'template': {'spec': k8s_pods.pod_spec(options, role)}}
@@ -284,13 +331,56 @@ def tfjob_manifest(options):
           'spec': {'runPolicy': _run_policy(options), 'tfReplicaSpecs': replica_specs}}
 
 
+def evaluator_job(options):
+  """The TFJob's evaluator: a batch/v1 Job beside it, so it outlives and never fails it.
+
+  As a TFJob replica the evaluator would be deleted the moment the chief
+  succeeds (cleanPodPolicy) and its exit 1 would fail the training. As a Job
+  of its own it follows training to the last checkpoint (it gets
+  --num_train_steps), evaluates it and completes, whenever the TFJob ends;
+  its failures count against its own backoffLimit only. model_main's
+  evaluator gets the TF_CONFIG of an evaluator outside the cluster.
+  """
+  role = [r for r in k8s_pods.roles(options) if r.name == 'evaluator'][0]
+  env = []
+  if options.program == 'trainer.model_main':
+    env = [{'name': 'TF_CONFIG', 'value': json.dumps(
+        {'cluster': {}, 'environment': 'cloud', 'task': {'index': 0, 'type': 'evaluator'}},
+        sort_keys=True)}]
+  policy = options.restart_policy
+  pod_restart = 'Never' if policy in (replicas_lib.EXIT_CODE, replicas_lib.NEVER) else (
+      replicas_lib.ON_FAILURE)
+  pod = k8s_pods.pod_spec(options, role, env, restart_policy=pod_restart)
+  pod['containers'][0].pop('ports')  # it serves nothing; nothing connects to it
+  spec = {'backoffLimit': 0 if policy == replicas_lib.NEVER else options.backoff_limit}
+  if options.active_deadline_secs:
+    spec['activeDeadlineSeconds'] = options.active_deadline_secs
+  if options.ttl_secs_after_finished is not None:
+    spec['ttlSecondsAfterFinished'] = options.ttl_secs_after_finished
+  if policy == replicas_lib.EXIT_CODE:
+    from deployment import jobset  # pylint: disable=import-outside-toplevel
+    spec['podFailurePolicy'] = jobset.pod_failure_policy(permanent_fails_job=False)
+  spec['template'] = {'spec': pod}
+  labels = {PART_OF_LABEL: options.job_name, COMPONENT_LABEL: 'evaluator'}
+  if options.kueue_queue:
+    labels[KUEUE_QUEUE_LABEL] = options.kueue_queue
+  return {'apiVersion': 'batch/v1', 'kind': 'Job',
+          'metadata': {'name': '%s-evaluator' % options.job_name,
+                       'namespace': options.namespace, 'labels': labels},
+          'spec': spec}
+
+
 def network_policy(options):
   """The TFJob's NetworkPolicy: its pods accept the gRPC port only from pods of the job."""
   return k8s_pods.network_policy(options, JOB_NAME_LABEL)
 
 
 def manifests(options, kind='tfjob'):
-  """Every object of the job, as dicts ready for YAML: [TFJob or JobSet, NetworkPolicy].
+  """Every object of the job, as dicts ready for YAML, in the order to create them.
+
+  The NetworkPolicy comes first, so no pod of the job runs a moment without
+  it; then the TFJob or JobSet; then, for a TFJob with an evaluator, the
+  evaluator's Job (`evaluator_job`).
 
   Args:
     options: `JobOptions`.
@@ -301,10 +391,13 @@ def manifests(options, kind='tfjob'):
   """
   from deployment import jobset  # pylint: disable=import-outside-toplevel
   if kind == 'jobset':
-    return [jobset.jobset_manifest(options), jobset.network_policy(options)]
+    return [jobset.network_policy(options), jobset.jobset_manifest(options)]
   if kind != 'tfjob':
     k8s_pods.fail('kind', 'must be one of %s' % ', '.join(k8s_pods.KINDS), kind)
-  return [tfjob_manifest(options), network_policy(options)]
+  documents = [network_policy(options), tfjob_manifest(options)]
+  if options.evaluator:
+    documents.append(evaluator_job(options))
+  return documents
 
 
 class _PlainDumper(yaml.SafeDumper):
@@ -324,7 +417,7 @@ _PlainDumper.add_representer(list, _represent_list)
 
 
 def manifest_text(options, kind='tfjob'):
-  """The whole file: the job, then the NetworkPolicy, as multi-document YAML."""
+  """The whole file: `manifests(options, kind)` as multi-document YAML."""
   header = '# Written by python -m deployment.tfjob; submit with kubectl apply -f <file>.\n'
   return header + yaml.dump_all(manifests(options, kind), Dumper=_PlainDumper,
                                 sort_keys=False, default_flow_style=False)
@@ -366,11 +459,23 @@ def define_flags():
   flags.DEFINE_integer('gpus_per_worker', 0, 'GPUs of each chief/worker pod '
                        '(nvidia.com/gpu limit; trainer.train gets --num_clones=N '
                        '--noclone_on_cpu).')
-  flags.DEFINE_string('cpu', None, 'CPU request of each chief/worker pod, e.g. 4 or 500m.')
-  flags.DEFINE_string('memory', None, 'Memory request of each chief/worker pod, e.g. 16Gi.')
+  flags.DEFINE_string('cpu', None, 'CPU request of each chief/worker pod, e.g. 4 or 500m '
+                      '(default %s).' % k8s_pods.DEFAULT_RESOURCES['training']['cpu'])
+  flags.DEFINE_string('memory', None, 'Memory request (and limit) of each chief/worker pod, '
+                      'e.g. 16Gi (default %s).' % k8s_pods.DEFAULT_RESOURCES['training'][
+                          'memory'])
+  flags.DEFINE_string('memory_limit', None, 'Memory limit of each chief/worker pod when it '
+                      'is to exceed --memory.')
   flags.DEFINE_multi_string('resources', [], 'Requests of the ps or evaluator pods, '
-                            'ROLE:KEY=VALUE[,KEY=VALUE] with KEY cpu, memory or gpu '
-                            '(evaluator), e.g. ps:cpu=2,memory=8Gi; repeatable.')
+                            'ROLE:KEY=VALUE[,KEY=VALUE] with KEY cpu, memory, memory_limit '
+                            'or gpu (evaluator), e.g. ps:cpu=2,memory=8Gi; repeatable. '
+                            'Defaults: ps cpu=%s and memory from the model\'s variables '
+                            '(%s when the config is not readable here), evaluator cpu=%s, '
+                            'memory=%s.' % (
+                                k8s_pods.DEFAULT_RESOURCES['ps']['cpu'],
+                                k8s_pods.DEFAULT_RESOURCES['ps']['memory'],
+                                k8s_pods.DEFAULT_RESOURCES['evaluator']['cpu'],
+                                k8s_pods.DEFAULT_RESOURCES['evaluator']['memory']))
   flags.DEFINE_integer('port', k8s_pods.DEFAULT_PORT, 'gRPC port of every task (named '
                        'tfjob-port).')
   flags.DEFINE_integer('backoff_limit', 6, 'Pod restarts allowed (TFJob: '
@@ -389,9 +494,24 @@ def define_flags():
                            k8s_pods.DEFAULT_TERMINATION_GRACE_SECS,
                            k8s_pods.TERMINATION_MARGIN_SECS))
   flags.DEFINE_integer('run_as_user', k8s_pods.DEFAULT_RUN_AS_USER, 'Non-root user (and '
-                       'group) id the containers run as.')
-  flags.DEFINE_integer('active_deadline_secs', None, 'Fail the job after this many seconds '
-                       '(TFJob: runPolicy.activeDeadlineSeconds; JobSet: each Job\'s).')
+                       'group) id the containers run as; on a volume whose driver ignores '
+                       'fsGroup, the uid that owns the train directory.')
+  flags.DEFINE_integer('fs_group', None, 'Group id of the pods\' volumes (fsGroup, with '
+                       'fsGroupChangePolicy OnRootMismatch; default: --run_as_user).')
+  flags.DEFINE_string('service_account', None, 'ServiceAccount of the pods, for bucket '
+                      'access by Workload Identity (GKE) or IRSA (EKS).')
+  flags.DEFINE_list('extra_filesystems', [], 'URL schemes the image\'s programs can open '
+                    'beyond gs:// (e.g. s3 when tensorflow_io is imported at start).')
+  flags.DEFINE_integer('num_train_steps', None, 'Steps the job trains: the evaluator stops '
+                       'after evaluating that step\'s checkpoint (default: '
+                       'train_config.num_steps when the config is readable here, or '
+                       '--num_train_steps after "--"; 0: no end).')
+  flags.DEFINE_enum('evaluator_restart', 'alone', list(k8s_pods.EVALUATOR_RESTARTS),
+                    'JobSet: when the evaluator\'s Job fails, recreate it alone (JobSet '
+                    '>= v0.12) or the whole JobSet (older controllers).')
+  flags.DEFINE_integer('active_deadline_secs', k8s_pods.DEFAULT_ACTIVE_DEADLINE_SECS,
+                       'Fail the job after this many seconds, 0 for never (TFJob: '
+                       'runPolicy.activeDeadlineSeconds; JobSet: each Job\'s).')
   flags.DEFINE_integer('ttl_secs_after_finished', None, 'Delete the finished job after this '
                        'many seconds.')
   flags.DEFINE_boolean('gang_scheduling', False, 'TFJob: start all pods or none '
@@ -409,14 +529,17 @@ def define_flags():
   flags.DEFINE_string('output', '-', 'Where to write the YAML ("-": standard output).')
 
 
-def options_from_flags(program_args, deploy_config=None):
+def options_from_flags(program_args, deploy_config=None, config_defaults=None):
   """`JobOptions` from the flags; raises app.UsageError naming a bad flag.
 
   Args:
     program_args: flags after `--`, for every training task.
     deploy_config: the config's `DeployConfig` when it is readable here (its
       termination_grace_secs is the default of --termination_grace_secs).
+    config_defaults: what the readable config gives (`defaults_from_config`):
+      {'num_train_steps': N, 'ps_memory': '1280Mi'}, entries left out when unknown.
   """
+  config_defaults = config_defaults or {}
   unused = 'model_dir' if FLAGS.program == 'trainer.train' else 'train_dir'
   if FLAGS[unused].value:
     raise app.UsageError('--%s is not used by --program=%s; give --%s' % (
@@ -426,23 +549,33 @@ def options_from_flags(program_args, deploy_config=None):
     grace = (deploy_config.termination_grace_secs if deploy_config is not None
              else k8s_pods.DEFAULT_TERMINATION_GRACE_SECS)
   try:
+    resources = k8s_flags.parse_resources(FLAGS.resources)
+    if 'ps_memory' in config_defaults and 'memory' not in resources.get('ps', {}):
+      resources.setdefault('ps', {})['memory'] = config_defaults['ps_memory']
+    steps = FLAGS.num_train_steps
+    if steps is None and not any(str(a).startswith('--num_train_steps=')
+                                 for a in program_args):
+      steps = config_defaults.get('num_train_steps')
     options = job_options(
         FLAGS.job_name, FLAGS.image, FLAGS.pipeline_config_path,
         FLAGS[OUTPUT_DIR_FLAG[FLAGS.program]].value, namespace=FLAGS.namespace,
         program=FLAGS.program, chief=FLAGS.chief, workers=FLAGS.workers, ps=FLAGS.ps,
         evaluator=FLAGS.evaluator, gpus_per_worker=FLAGS.gpus_per_worker, cpu=FLAGS.cpu,
         memory=FLAGS.memory, port=FLAGS.port, backoff_limit=FLAGS.backoff_limit,
-        restart_policy=FLAGS.restart_policy, env=k8s_pods.parse_env(FLAGS.env),
+        restart_policy=FLAGS.restart_policy, env=k8s_flags.parse_env(FLAGS.env),
         program_args=list(program_args), python=FLAGS.python,
-        resources=k8s_pods.parse_resources(FLAGS.resources), pvc=FLAGS.pvc,
+        resources=resources, pvc=FLAGS.pvc,
         mount_path=FLAGS.mount_path, termination_grace_secs=grace,
         run_as_user=FLAGS.run_as_user, active_deadline_secs=FLAGS.active_deadline_secs,
         ttl_secs_after_finished=FLAGS.ttl_secs_after_finished,
         gang_scheduling=FLAGS.gang_scheduling, scheduler_name=FLAGS.scheduler_name,
         kueue_queue=FLAGS.kueue_queue, priority_class=FLAGS.priority_class,
-        node_selector=k8s_pods.parse_key_values('node_selector', FLAGS.node_selector),
-        tolerations=[k8s_pods.parse_toleration(t) for t in FLAGS.toleration],
-        max_restarts=FLAGS.max_restarts)
+        node_selector=k8s_flags.parse_key_values('node_selector', FLAGS.node_selector),
+        tolerations=[k8s_flags.parse_toleration(t) for t in FLAGS.toleration],
+        max_restarts=FLAGS.max_restarts, service_account=FLAGS.service_account,
+        fs_group=FLAGS.fs_group, memory_limit=FLAGS.memory_limit,
+        extra_filesystems=tuple(FLAGS.extra_filesystems), num_train_steps=steps,
+        evaluator_restart=FLAGS.evaluator_restart)
     manifests(options, FLAGS.kind)
   except ValueError as e:
     raise app.UsageError(str(e)) from None
@@ -466,16 +599,27 @@ def check_against_config(options, deploy_config):
 
 def main(argv):
   deploy_config = None
+  config_defaults = {}
   if FLAGS.pipeline_config_path and os.path.exists(FLAGS.pipeline_config_path):
     # Present here too (e.g. configs/ in this checkout): catch config errors before submitting.
-    deploy_config = config_util.get_configs_from_pipeline_file(
-        FLAGS.pipeline_config_path)['deploy_config']
-  elif FLAGS.termination_grace_secs is None:
+    configs = config_util.get_configs_from_pipeline_file(FLAGS.pipeline_config_path)
+    deploy_config = configs['deploy_config']
+    wants_ps_memory = FLAGS.ps and not any(
+        item.startswith('ps:') and 'memory=' in item for item in FLAGS.resources)
+    config_defaults = k8s_sizes.defaults_from_config(configs, FLAGS.ps, wants_ps_memory)
+  else:
     logging.warning('%s is not readable here: terminationGracePeriodSeconds assumes '
-                    'termination_grace_secs=%d; give --termination_grace_secs if the config '
-                    'sets another', FLAGS.pipeline_config_path,
-                    k8s_pods.DEFAULT_TERMINATION_GRACE_SECS)
-  options = options_from_flags(argv[1:], deploy_config)
+                    'termination_grace_secs=%d unless --termination_grace_secs is given, the '
+                    'ps memory is %s unless --resources=ps:memory=... is, and the evaluator '
+                    'learns the last step only from --num_train_steps',
+                    FLAGS.pipeline_config_path, k8s_pods.DEFAULT_TERMINATION_GRACE_SECS,
+                    k8s_pods.DEFAULT_RESOURCES['ps']['memory'])
+  options = options_from_flags(argv[1:], deploy_config, config_defaults)
+  if FLAGS.kind == 'tfjob' and options.kueue_queue and (
+      options.ttl_secs_after_finished is not None):
+    logging.warning('--kueue_queue with --ttl_secs_after_finished: training-operator before '
+                    'v1.8.1 leaves a TFJob that Kueue preempts Running (kubeflow/trainer#2239); '
+                    'use v1.8.1 or later')
   if deploy_config is not None:
     check_against_config(options, deploy_config)
   if FLAGS.output == '-':

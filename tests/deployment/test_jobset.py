@@ -29,18 +29,21 @@ def _rjobs(job):
 
 
 def test_jobset_field_by_field():
-  job, policy = tfjob.manifests(_options(namespace='ml', workers=2, backoff_limit=4,
+  policy, job = tfjob.manifests(_options(namespace='ml', workers=2, backoff_limit=4,
                                          max_restarts=2), 'jobset')
   assert (job['apiVersion'], job['kind']) == ('jobset.x-k8s.io/v1alpha2', 'JobSet')
   assert job['metadata'] == {'name': 'shapes', 'namespace': 'ml'}
   spec = job['spec']
   assert spec['network'] == {'enableDNSHostnames': True, 'subdomain': 'shapes',
                              'publishNotReadyAddresses': True}
-  # Done when the chief is: the ps Jobs never complete by themselves before it.
-  assert spec['successPolicy'] == {'operator': 'All', 'targetReplicatedJobs': ['chief']}
-  assert spec['failurePolicy'] == {
-      'maxRestarts': 2, 'rules': [{'name': 'permanentFailure', 'action': 'FailJobSet',
-                                   'onJobFailureReasons': ['PodFailurePolicy']}]}
+  # Done when the chief is and the evaluator has evaluated the last checkpoint.
+  assert spec['successPolicy'] == {'operator': 'All',
+                                   'targetReplicatedJobs': ['chief', 'evaluator']}
+  assert spec['failurePolicy'] == {'maxRestarts': 2, 'rules': [
+      {'name': 'evaluatorRestartsAlone', 'action': 'RestartJobAndIgnoreMaxRestarts',
+       'onJobFailureReasons': ['BackoffLimitExceeded'], 'targetReplicatedJobs': ['evaluator']},
+      {'name': 'permanentFailure', 'action': 'FailJobSet',
+       'onJobFailureReasons': ['PodFailurePolicy', 'DeadlineExceeded']}]}
   rjobs = _rjobs(job)
   assert list(rjobs) == ['chief', 'worker', 'ps', 'evaluator']
   for name, count in (('chief', 1), ('worker', 2), ('ps', 1), ('evaluator', 1)):
@@ -48,13 +51,18 @@ def test_jobset_field_by_field():
     assert rjob['replicas'] == 1
     job_spec = rjob['template']['spec']
     assert (job_spec['completionMode'], job_spec['completions'], job_spec['parallelism'],
-            job_spec['backoffLimit']) == ('Indexed', count, count, 4)
+            job_spec['backoffLimit'], job_spec['activeDeadlineSeconds']) == (
+                'Indexed', count, count, 4, 7 * 24 * 3600)
     rules = job_spec['podFailurePolicy']['rules']
     assert rules[0] == {'action': 'Ignore',
                         'onPodConditions': [{'type': 'DisruptionTarget', 'status': 'True'}]}
-    assert rules[1] == {'action': 'FailJob',
-                        'onExitCodes': {'containerName': 'tensorflow', 'operator': 'In',
-                                        'values': list(range(1, 128))}}
+    if name == 'evaluator':
+      # Its exit codes all count against its own backoffLimit: it never fails the job.
+      assert len(rules) == 1
+    else:
+      assert rules[1] == {'action': 'FailJob',
+                          'onExitCodes': {'containerName': 'tensorflow', 'operator': 'In',
+                                          'values': list(range(1, 128))}}
     pod = job_spec['template']['spec']
     assert pod['restartPolicy'] == 'Never'  # what podFailurePolicy requires
     env = pod['containers'][0]['env']
@@ -71,7 +79,7 @@ def test_jobset_field_by_field():
 
 def test_each_pod_gets_its_tf_config_from_the_stable_pod_names():
   job = jobset.parse_jobset(tfjob.manifests(_options(namespace='ml', workers=2),
-                                            'jobset')[0])
+                                            'jobset')[1])
   cluster = {'chief': ['shapes-chief-0-0.shapes:2222'],
              'worker': ['shapes-worker-0-0.shapes:2222', 'shapes-worker-0-1.shapes:2222'],
              'ps': ['shapes-ps-0-0.shapes:2222'],
@@ -98,7 +106,7 @@ def test_each_pod_gets_its_tf_config_from_the_stable_pod_names():
 
 
 def test_without_a_chief_the_workers_decide_success():
-  job = tfjob.manifests(_options(chief=False, workers=2, evaluator=False), 'jobset')[0]
+  job = tfjob.manifests(_options(chief=False, workers=2, evaluator=False), 'jobset')[1]
   assert job['spec']['successPolicy'] == {'operator': 'All', 'targetReplicatedJobs': ['worker']}
   assert list(_rjobs(job)) == ['worker', 'ps']
 
@@ -118,7 +126,7 @@ def test_jobset_platform_flags():
                                         kueue_queue='team-a'))
   assert job['metadata']['labels'] == {'kueue.x-k8s.io/queue-name': 'team-a'}
   assert job['spec']['ttlSecondsAfterFinished'] == 0
-  assert job['spec']['failurePolicy']['rules'][0]['onJobFailureReasons'] == [
+  assert job['spec']['failurePolicy']['rules'][-1]['onJobFailureReasons'] == [
       'PodFailurePolicy', 'DeadlineExceeded']
   for rjob in job['spec']['replicatedJobs']:
     assert rjob['template']['spec']['activeDeadlineSeconds'] == 3600
@@ -172,6 +180,47 @@ def test_file_must_hold_one_jobset(tmp_path):
   assert jobset.read_jobset(str(path)).name == 'shapes'
 
 
+
+def test_the_evaluator_ends_with_training_and_never_fails_it():
+  job = jobset.jobset_manifest(_options(program_args=['--num_train_steps=2000']))
+  evaluator = _rjobs(job)['evaluator']['template']['spec']
+  assert evaluator['template']['spec']['containers'][0]['args'][-1] == (
+      '--num_train_steps=2000')
+  # Only disruptions are ignored; exit 1 is counted against its own backoffLimit.
+  assert evaluator['podFailurePolicy'] == {'rules': [
+      {'action': 'Ignore', 'onPodConditions': [{'type': 'DisruptionTarget',
+                                                'status': 'True'}]}]}
+  rules = job['spec']['failurePolicy']['rules']
+  assert rules[0] == {'name': 'evaluatorRestartsAlone',
+                      'action': 'RestartJobAndIgnoreMaxRestarts',
+                      'onJobFailureReasons': ['BackoffLimitExceeded'],
+                      'targetReplicatedJobs': ['evaluator']}
+  # For JobSet controllers before v0.12: no such action; a failure restarts the JobSet.
+  old = jobset.jobset_manifest(_options(evaluator_restart='whole_job'))
+  assert [r['name'] for r in old['spec']['failurePolicy']['rules']] == ['permanentFailure']
+  assert old['spec']['successPolicy']['targetReplicatedJobs'] == ['chief', 'evaluator']
+  # Without an evaluator nothing names it.
+  bare = jobset.jobset_manifest(_options(evaluator=False))
+  assert 'evaluator' not in json.dumps(bare['spec']['failurePolicy'])
+
+
+def test_the_evaluator_learns_the_last_step():
+  def evaluator_args(**kwargs):
+    job = jobset.jobset_manifest(_options(**kwargs))
+    return _rjobs(job)['evaluator']['template']['spec']['template']['spec'][
+        'containers'][0]['args']
+  assert not any('num_train_steps' in a for a in evaluator_args())  # unknown: left out
+  assert evaluator_args(num_train_steps=300)[-1] == '--num_train_steps=300'
+  # The writer's --num_train_steps goes to the training tasks too: all stop at one step.
+  job = jobset.jobset_manifest(_options(num_train_steps=300))
+  worker = _rjobs(job)['worker']['template']['spec']['template']['spec']['containers'][0]
+  assert worker['args'][-1] == '--num_train_steps=300'
+  # model_main's evaluator role takes the same flags as training.
+  args = evaluator_args(program='trainer.model_main', output_dir='gs://b/model',
+                        num_train_steps=300)
+  assert args[-1] == '--num_train_steps=300' and '--model_dir=gs://b/model' in args
+
+
 # ----------------------------------------------------------------------------
 # Running generated JobSets with deployment.launch.
 
@@ -203,7 +252,7 @@ def _launch(tmp_path, manifests, *args, timeout=120, path=None):
 def _tiny_jobset(tmp_path, chief_args=(), **task_args):
   """A generated JobSet whose containers run the tiny task program instead of training."""
   manifests = tfjob.manifests(_options(workers=2, backoff_limit=2), 'jobset')
-  for rjob in manifests[0]['spec']['replicatedJobs']:
+  for rjob in manifests[1]['spec']['replicatedJobs']:
     container = rjob['template']['spec']['template']['spec']['containers'][0]
     container['command'] = list(_TINY)
     container['env'].append({'name': 'RECORDS', 'value': str(tmp_path)})
@@ -252,7 +301,7 @@ def test_bad_jobset_flags_are_named(tmp_path, args, message):
 
 def test_a_tf_config_that_does_not_match_is_refused(tmp_path):
   manifests = _tiny_jobset(tmp_path)
-  env = manifests[0]['spec']['replicatedJobs'][1]['template']['spec']['template']['spec'][
+  env = manifests[1]['spec']['replicatedJobs'][1]['template']['spec']['template']['spec'][
       'containers'][0]['env']
   env[1]['value'] = env[1]['value'].replace('$(SLIMTRAIN_TASK_INDEX)', '0')
   code, log = _launch(tmp_path, manifests)

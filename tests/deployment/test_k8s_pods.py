@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from builders import deploy_config_builder
+from deployment import k8s_flags
 from deployment import k8s_pods
 from deployment import tfjob
 from protos import pipeline_pb2
@@ -24,10 +25,14 @@ def _options(**kwargs):
 
 def _pod_specs(options, kind):
   """{role: PodSpec dict} of the job's manifest of `kind`."""
-  job = tfjob.manifests(options, kind)[0]
+  documents = tfjob.manifests(options, kind)
+  job = documents[1]
   if kind == 'tfjob':
-    return {t.lower(): body['template']['spec']
+    pods = {t.lower(): body['template']['spec']
             for t, body in job['spec']['tfReplicaSpecs'].items()}
+    for document in documents[2:]:  # the evaluator's own Job
+      pods['evaluator'] = document['spec']['template']['spec']
+    return pods
   return {rjob['name']: rjob['template']['spec']['template']['spec']
           for rjob in job['spec']['replicatedJobs']}
 
@@ -119,7 +124,7 @@ def test_the_rule_checker_catches_a_root_pod():
     {},
     dict(gpus_per_worker=2, resources={'evaluator': {'gpu': 1}}),
     dict(output_dir='/mnt/shared/train', pvc='claim', chief=False, workers=2),
-    dict(program='trainer.model_main', output_dir='s3://bucket/model'),
+    dict(program='trainer.model_main', output_dir='gs://bucket/model'),
 ])
 def test_every_pod_passes_the_restricted_profile(kind, kwargs):
   options = _options(**kwargs)
@@ -143,11 +148,12 @@ def test_gpu_pods_pass_noclone_on_cpu_and_only_they_get_gpus(kind):
     container = pods[role]['containers'][0]
     assert container['args'][2:4] == ['--num_clones=2', '--noclone_on_cpu']
     assert container['resources'] == {'requests': {'cpu': '4', 'memory': '16Gi'},
-                                      'limits': {'nvidia.com/gpu': 2}}
+                                      'limits': {'memory': '16Gi', 'nvidia.com/gpu': 2}}
   ps = pods['ps']['containers'][0]
-  assert ps['resources'] == {'requests': {'cpu': '2', 'memory': '8Gi'}}
+  assert ps['resources'] == {'requests': {'cpu': '2', 'memory': '8Gi'},
+                             'limits': {'memory': '8Gi'}}
   assert not {'--num_clones=2', '--noclone_on_cpu'} & set(ps['args'])
-  assert 'resources' not in pods['evaluator']['containers'][0]
+  assert 'nvidia.com/gpu' not in pods['evaluator']['containers'][0]['resources']['limits']
 
 
 def test_the_placement_line_says_where_clones_run_and_why():
@@ -178,7 +184,7 @@ def test_model_main_with_gpus_and_clone_on_cpu_is_refused():
 # Names, storage, platform options.
 
 @pytest.mark.parametrize('kind, longest, what', [
-    ('tfjob', 'evaluator-0', 'pod and service'),
+    ('tfjob', 'evaluator-abcde', 'evaluator pod'),  # the evaluator's own Job's pod
     ('jobset', 'evaluator-0-0-abcde', 'pod'),
 ])
 def test_the_longest_derived_name_fits_in_63(kind, longest, what):
@@ -203,7 +209,7 @@ def test_storage_volume_on_every_pod(kind):
                                'persistentVolumeClaim': {'claimName': 'shared-rwx'}}]
     assert pod['containers'][0]['volumeMounts'] == [{'name': 'shared', 'mountPath': '/data'}]
   # A remote train_dir needs no volume.
-  for pod in _pod_specs(_options(output_dir='s3://bucket/train'), kind).values():
+  for pod in _pod_specs(_options(output_dir='gs://bucket/train'), kind).values():
     assert 'volumes' not in pod and 'volumeMounts' not in pod['containers'][0]
 
 
@@ -217,11 +223,11 @@ def test_termination_grace_has_a_margin_over_the_config(kind):
 
 @pytest.mark.parametrize('kind', _KINDS)
 def test_scheduling_flags_reach_the_pods(kind):
-  toleration = k8s_pods.parse_toleration('nvidia.com/gpu:NoSchedule')
+  toleration = k8s_flags.parse_toleration('nvidia.com/gpu:NoSchedule')
   assert toleration == {'key': 'nvidia.com/gpu', 'operator': 'Exists', 'effect': 'NoSchedule'}
   options = _options(gpus_per_worker=1, priority_class='training', scheduler_name='volcano',
                      node_selector={'cloud.google.com/gke-accelerator': 'nvidia-l4'},
-                     tolerations=[toleration, k8s_pods.parse_toleration('pool=gpu')])
+                     tolerations=[toleration, k8s_flags.parse_toleration('pool=gpu')])
   pods = _pod_specs(options, kind)
   for role, pod in pods.items():
     assert pod['priorityClassName'] == 'training'
@@ -245,7 +251,8 @@ def test_tfjob_run_policy_flags():
   assert job['spec']['runPolicy'] == {
       'backoffLimit': 6, 'cleanPodPolicy': 'Running', 'activeDeadlineSeconds': 7200,
       'ttlSecondsAfterFinished': 600,
-      'schedulingPolicy': {'minAvailable': 4, 'priorityClass': 'high'}}
+      # The evaluator is a Job of its own: training starts without waiting for it.
+      'schedulingPolicy': {'minAvailable': 3, 'priorityClass': 'high'}}
   assert job['metadata']['labels'] == {'kueue.x-k8s.io/queue-name': 'team-a'}
 
 
@@ -256,18 +263,18 @@ def test_tfjob_run_policy_flags():
 ])
 def test_bad_resources_flags(items, message):
   with pytest.raises(ValueError, match=message):
-    k8s_pods.parse_resources(items)
-  assert k8s_pods.parse_resources(['ps:cpu=2,memory=8Gi', 'evaluator:gpu=1']) == {
+    k8s_flags.parse_resources(items)
+  assert k8s_flags.parse_resources(['ps:cpu=2,memory=8Gi', 'evaluator:gpu=1']) == {
       'ps': {'cpu': '2', 'memory': '8Gi'}, 'evaluator': {'gpu': 1}}
 
 
 def test_env_values_keep_commas_and_equals():
-  assert k8s_pods.parse_env(['HOSTS=a:1,b:2', 'OPTS=x=1']) == {'HOSTS': 'a:1,b:2',
+  assert k8s_flags.parse_env(['HOSTS=a:1,b:2', 'OPTS=x=1']) == {'HOSTS': 'a:1,b:2',
                                                                'OPTS': 'x=1'}
   with pytest.raises(ValueError, match='--env: value must be NAME=VALUE'):
-    k8s_pods.parse_env(['1BAD=x'])
+    k8s_flags.parse_env(['1BAD=x'])
   with pytest.raises(ValueError, match='--toleration: value must be KEY'):
-    k8s_pods.parse_toleration('gpu:Sometimes')
+    k8s_flags.parse_toleration('gpu:Sometimes')
 
 
 def test_command_line_writes_a_jobset_with_repeated_flags(tmp_path):
@@ -285,8 +292,8 @@ def test_command_line_writes_a_jobset_with_repeated_flags(tmp_path):
                   '--node_selector=pool=gpu', '--toleration=nvidia.com/gpu:NoSchedule',
                   '--ttl_secs_after_finished=60', '--output=%s' % output],
                  cwd=cluster_util.REPO_ROOT, env=env, check=True, timeout=240)
-  job, policy = yaml.safe_load_all(output.read_text())
-  assert (job['kind'], policy['kind']) == ('JobSet', 'NetworkPolicy')
+  policy, job = yaml.safe_load_all(output.read_text())
+  assert (policy['kind'], job['kind']) == ('NetworkPolicy', 'JobSet')
   assert job['spec']['ttlSecondsAfterFinished'] == 60
   pods = {r['name']: r['template']['spec']['template']['spec']
           for r in job['spec']['replicatedJobs']}
@@ -295,7 +302,96 @@ def test_command_line_writes_a_jobset_with_repeated_flags(tmp_path):
                                {'name': 'MODE', 'value': 'fast'}]
   assert pods['worker']['terminationGracePeriodSeconds'] == 135  # from the config
   assert pods['worker']['nodeSelector'] == {'pool': 'gpu'}
-  assert pods['ps']['containers'][0]['resources'] == {'requests': {'cpu': '2'}}
+  # The ps memory comes from the model's variables (the config is readable here).
+  assert pods['ps']['containers'][0]['resources'] == {
+      'requests': {'cpu': '2', 'memory': '1280Mi'}, 'limits': {'memory': '1280Mi'}}
+  # The evaluator stops after the config's last step (train_config.num_steps: 1000).
+  assert pods['evaluator']['containers'][0]['args'][-1] == '--num_train_steps=1000'
+
+
+
+# ----------------------------------------------------------------------------
+# Issue 47: storage and identity, resources, the deadline.
+
+@pytest.mark.parametrize('kind', _KINDS)
+def test_service_account_and_volume_group_reach_every_pod(kind):
+  options = _options(output_dir='/mnt/shared/train', pvc='rwx', service_account='trainer',
+                     run_as_user=2000, fs_group=3000)
+  for role, pod in _pod_specs(options, kind).items():
+    assert pod['serviceAccountName'] == 'trainer', role
+    # Workload Identity and IRSA need no API token in the pod.
+    assert pod['automountServiceAccountToken'] is False
+    assert pod['securityContext'] == {
+        'runAsNonRoot': True, 'runAsUser': 2000, 'runAsGroup': 2000, 'fsGroup': 3000,
+        'fsGroupChangePolicy': 'OnRootMismatch', 'seccompProfile': {'type': 'RuntimeDefault'}}
+    assert restricted_profile_violations(pod) == []
+  # Without the flags: no service account, the volume group is the user's.
+  for pod in _pod_specs(_options(), kind).values():
+    assert 'serviceAccountName' not in pod
+    assert (pod['securityContext']['fsGroup'],
+            pod['securityContext']['fsGroupChangePolicy']) == (1000, 'OnRootMismatch')
+
+
+def test_only_file_systems_the_image_opens_are_accepted():
+  for path in ('gs://bucket/train', '/mnt/shared/train'):
+    tfjob.manifests(_options(output_dir=path, pvc='rwx'))
+  with pytest.raises(ValueError, match='--train_dir: value uses s3://'):
+    tfjob.manifests(_options(output_dir='s3://bucket/train'))
+  # The user says the image imports tensorflow_io: s3 (and only s3) is then accepted.
+  options = _options(output_dir='s3://bucket/train', extra_filesystems=('s3',))
+  tfjob.manifests(options)
+  with pytest.raises(ValueError, match='--train_dir: value uses hdfs://'):
+    tfjob.manifests(options._replace(output_dir='hdfs://nn/train'))
+  with pytest.raises(ValueError, match='--model_dir: value uses az://'):
+    tfjob.manifests(_options(program='trainer.model_main', output_dir='az://c/model'))
+
+
+@pytest.mark.parametrize('kind', _KINDS)
+def test_every_role_has_requests_and_a_memory_limit_by_default(kind):
+  pods = _pod_specs(_options(), kind)
+  assert sorted(pods) == ['chief', 'evaluator', 'ps', 'worker']
+  expected = {'chief': ('4', '16Gi'), 'worker': ('4', '16Gi'), 'ps': ('2', '4Gi'),
+              'evaluator': ('2', '8Gi')}
+  for role, (cpu, memory) in expected.items():
+    resources = pods[role]['containers'][0]['resources']
+    # Not BestEffort, and accepted where a ResourceQuota demands memory limits.
+    assert resources == {'requests': {'cpu': cpu, 'memory': memory},
+                         'limits': {'memory': memory}}, role
+
+
+@pytest.mark.parametrize('kind', _KINDS)
+def test_resources_and_limits_are_overridable(kind):
+  options = _options(cpu='8', memory='32Gi', memory_limit='40Gi', resources={
+      'ps': {'cpu': '1', 'memory': '2Gi', 'memory_limit': '3Gi'},
+      'evaluator': {'memory': '6Gi', 'gpu': 1}})
+  pods = _pod_specs(options, kind)
+  resources = {role: pod['containers'][0]['resources'] for role, pod in pods.items()}
+  assert resources['worker'] == {'requests': {'cpu': '8', 'memory': '32Gi'},
+                                 'limits': {'memory': '40Gi'}}
+  assert resources['ps'] == {'requests': {'cpu': '1', 'memory': '2Gi'},
+                             'limits': {'memory': '3Gi'}}
+  assert resources['evaluator'] == {'requests': {'cpu': '2', 'memory': '6Gi'},
+                                    'limits': {'memory': '6Gi', 'nvidia.com/gpu': 1}}
+  assert k8s_flags.parse_resources(['ps:memory=2Gi,memory_limit=3Gi']) == {
+      'ps': {'memory': '2Gi', 'memory_limit': '3Gi'}}
+
+
+def test_a_deadline_by_default_and_zero_for_none():
+  week = 7 * 24 * 3600
+  tfjob_doc = tfjob.manifests(_options())[1]
+  assert tfjob_doc['spec']['runPolicy']['activeDeadlineSeconds'] == week
+  evaluator_job = tfjob.manifests(_options())[2]
+  assert evaluator_job['spec']['activeDeadlineSeconds'] == week
+  jobset_doc = tfjob.manifests(_options(), 'jobset')[1]
+  assert {r['template']['spec']['activeDeadlineSeconds']
+          for r in jobset_doc['spec']['replicatedJobs']} == {week}
+  assert 'DeadlineExceeded' in jobset_doc['spec']['failurePolicy']['rules'][-1][
+      'onJobFailureReasons']
+  # 0: no deadline anywhere, and no rule for it.
+  documents = tfjob.manifests(_options(active_deadline_secs=0)) + tfjob.manifests(
+      _options(active_deadline_secs=0), 'jobset')
+  assert 'activeDeadlineSeconds' not in yaml.safe_dump_all(documents)
+  assert 'DeadlineExceeded' not in yaml.safe_dump_all(documents)
 
 
 if __name__ == '__main__':

@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 
 import pytest
 import yaml
@@ -115,6 +116,17 @@ _COMBINATIONS = {
                      tolerations=[{'key': 'nvidia.com/gpu', 'operator': 'Exists',
                                    'effect': 'NoSchedule'}],
                      kueue_queue='team-a', termination_grace_secs=120),
+    # Issue 47: identity, volume group, memory limits, steps, no deadline, old JobSet.
+    'storage_and_limits': dict(output_dir='/mnt/shared/shapes/train', pvc='shapes-rwx',
+                               service_account='shapes-trainer', run_as_user=2000,
+                               fs_group=3000, memory='8Gi', memory_limit='12Gi',
+                               resources={'ps': {'memory': '2Gi', 'memory_limit': '3Gi'}},
+                               num_train_steps=2000, active_deadline_secs=0,
+                               ttl_secs_after_finished=600, kueue_queue='team-a'),
+    'old_jobset_controller': dict(evaluator_restart='whole_job', restart_policy='Never'),
+    'model_main_evaluator_job': dict(program='trainer.model_main',
+                                     output_dir='gs://bucket/shapes/model',
+                                     program_args=['--num_train_steps=500']),
 }
 
 
@@ -133,9 +145,15 @@ def test_written_manifests_pass_the_schemas(name, kind):
                               kwargs.pop('output_dir', 'gs://bucket/shapes/train'), **kwargs)
   text = tfjob.manifest_text(options, kind=kind)
   kinds = k8s_schema.validate_documents(text)
-  assert kinds == [{'tfjob': 'TFJob', 'jobset': 'JobSet'}[kind], 'NetworkPolicy']
+  # The NetworkPolicy first; a TFJob's evaluator is a batch/v1 Job after it.
+  evaluator_job = ['Job'] if kind == 'tfjob' and options.evaluator else []
+  assert kinds == ['NetworkPolicy', {'tfjob': 'TFJob', 'jobset': 'JobSet'}[kind]] + (
+      evaluator_job)
   documents = _documents(text)
-  job = documents[kinds[0]]
+  job = documents[kinds[1]]
+  if evaluator_job:
+    k8s_schema.validate_core(documents['Job'])
+    k8s_schema.validate_core(documents['Job']['spec']['template'], kind='PodTemplateSpec')
   (k8s_schema.validate_tfjob if kind == 'tfjob' else k8s_schema.validate_jobset)(job)
   k8s_schema.validate_core(documents['NetworkPolicy'])
   templates = _job_templates(job)
@@ -150,7 +168,7 @@ def test_written_manifests_pass_the_schemas(name, kind):
 def test_a_broken_generated_jobset_is_rejected():
   # The validator is no formality for the writer's own output either.
   job = tfjob.manifests(tfjob.job_options('shapes', _IMAGE, _CONFIG, 'gs://b/t'),
-                        kind='jobset')[0]
+                        kind='jobset')[1]
   job['spec']['replicatedJobs'][0]['template']['spec']['completionMod'] = 'Indexed'
   with pytest.raises(k8s_schema.SchemaError, match=r'completionMod'):
     k8s_schema.validate_jobset(job)
@@ -173,7 +191,7 @@ def test_command_line_manifests_pass_the_schemas(tmp_path):
       '--pipeline_config_path=gs://my-bucket/shapes/pipeline.config',
       '--train_dir=gs://my-bucket/shapes/train', '--workers=2', '--ps=1',
       '--gpus_per_worker=2', '--cpu=4', '--memory=16Gi', '--', '--num_train_steps=2000')
-  assert k8s_schema.validate_documents(text)[0] == 'TFJob'
+  assert k8s_schema.validate_documents(text) == ['NetworkPolicy', 'TFJob', 'Job']
   job = _documents(text)['TFJob']
   assert job['spec']['tfReplicaSpecs']['Worker']['replicas'] == 2
   for template in _pod_templates(job).values():
@@ -189,7 +207,7 @@ def test_jobset_worked_example_passes_the_schemas(tmp_path):
       '--workers=2', '--ps=1', '--gpus_per_worker=2', '--cpu=4', '--memory=16Gi',
       '--resources=ps:cpu=2,memory=8Gi', '--toleration=nvidia.com/gpu:NoSchedule',
       '--', '--num_train_steps=2000')
-  assert k8s_schema.validate_documents(text) == ['JobSet', 'NetworkPolicy']
+  assert k8s_schema.validate_documents(text) == ['NetworkPolicy', 'JobSet']
   job = _documents(text)['JobSet']
   templates = _job_templates(job)
   assert templates['worker']['spec']['parallelism'] == 2
@@ -197,6 +215,23 @@ def test_jobset_worked_example_passes_the_schemas(tmp_path):
     k8s_schema.validate_core(template, kind='JobTemplateSpec')
     k8s_schema.validate_core(template['spec']['template'], kind='PodTemplateSpec')
 
+
+def test_docs_jobset_tf_config_excerpt_is_what_is_written():
+  # docs/kubernetes.md shows worker 1's env of its JobSet example; it must be the real one.
+  with open(os.path.join(_ROOT, 'docs', 'kubernetes.md')) as f:
+    docs = f.read()
+  start = docs.index('       env:\n       - name: SLIMTRAIN_TASK_INDEX')
+  end = docs.index('\n\n', start)
+  excerpt = yaml.safe_load(textwrap.dedent(docs[start:end]))['env']
+  options = tfjob.job_options(
+      'shapes', _IMAGE, 'gs://my-bucket/shapes/pipeline.config', '/mnt/shared/shapes/train',
+      namespace='ml', pvc='shapes-rwx', mount_path='/mnt/shared', workers=2, ps=1,
+      gpus_per_worker=2, cpu='4', memory='16Gi', resources={'ps': {'cpu': '2', 'memory': '8Gi'}},
+      program_args=['--num_train_steps=2000'])
+  job = _documents(tfjob.manifest_text(options, 'jobset'))['JobSet']
+  worker = _job_templates(job)['worker']['spec']['template']['spec']['containers'][0]
+  assert excerpt == worker['env'][:2]
+  assert '"evaluator": ["shapes-evaluator-0-0.shapes:2222"]' in excerpt[1]['value']
 
 # ----------------------------------------------------------------------------
 # The JobSet we mean to write.
@@ -431,7 +466,7 @@ def test_int_or_string(value, ok):
 def test_documents_name_the_document_and_unknown_kinds_are_refused():
   text = _manifest_text().replace('cleanPodPolicy:', 'cleanupPolicy:')
   with pytest.raises(k8s_schema.SchemaError,
-                     match=r"document 0 \(TFJob\) TFJob v1: \$\.spec\.runPolicy\.cleanupPolicy: "
+                     match=r"document 1 \(TFJob\) TFJob v1: \$\.spec\.runPolicy\.cleanupPolicy: "
                      "unknown field 'cleanupPolicy'"):
     k8s_schema.validate_documents(text)
   with pytest.raises(ValueError, match="no Kubernetes schema for kind 'Deployment' here "

@@ -14,7 +14,10 @@ _CONFIG = '/app/configs/ssd_shapes.config'
 
 
 def _write(tmp_path, **kwargs):
-  """Writes a manifest; returns (tfjob document, network policy document)."""
+  """Writes a manifest; returns (tfjob document, network policy document).
+
+  The evaluator's own Job, when there is one, is kept in `_LAST_EVALUATOR_JOB`.
+  """
   options = tfjob.job_options('shapes', 'registry.example.com/slimtrain:0.1', _CONFIG,
                               kwargs.pop('output_dir', 'gs://bucket/shapes/train'), **kwargs)
   path = str(tmp_path / 'job.yaml')
@@ -24,8 +27,14 @@ def _write(tmp_path, **kwargs):
     text = f.read()
   assert '&id' not in text and '*id' not in text  # no YAML anchors/aliases
   documents = list(yaml.safe_load_all(text))
-  assert [d['kind'] for d in documents] == ['TFJob', 'NetworkPolicy']
-  return documents
+  # The NetworkPolicy first, so no pod of the job starts unprotected.
+  assert [d['kind'] for d in documents] == ['NetworkPolicy', 'TFJob'] + (
+      ['Job'] if options.evaluator else [])
+  _LAST_EVALUATOR_JOB[:] = documents[2:]
+  return documents[1], documents[0]
+
+
+_LAST_EVALUATOR_JOB = []
 
 
 def _container(job, manifest_type):
@@ -41,11 +50,11 @@ def test_trainer_train_job_field_by_field(tmp_path):
                        program_args=['--num_train_steps=2000'])
   assert job['apiVersion'] == 'kubeflow.org/v1'
   assert job['metadata'] == {'name': 'shapes', 'namespace': 'ml'}
-  assert job['spec']['runPolicy'] == {'backoffLimit': 3, 'cleanPodPolicy': 'Running'}
+  assert job['spec']['runPolicy'] == {'backoffLimit': 3, 'cleanPodPolicy': 'Running',
+                                      'activeDeadlineSeconds': 7 * 24 * 3600}
   specs = job['spec']['tfReplicaSpecs']
-  assert list(specs) == ['Chief', 'Worker', 'PS', 'Evaluator']
-  assert {t: s['replicas'] for t, s in specs.items()} == {
-      'Chief': 1, 'Worker': 2, 'PS': 1, 'Evaluator': 1}
+  assert list(specs) == ['Chief', 'Worker', 'PS']  # the evaluator is a Job of its own
+  assert {t: s['replicas'] for t, s in specs.items()} == {'Chief': 1, 'Worker': 2, 'PS': 1}
   assert {s['restartPolicy'] for s in specs.values()} == {'ExitCode'}
   train_args = ['--pipeline_config_path=' + _CONFIG, '--train_dir=gs://bucket/shapes/train',
                 '--num_clones=2', '--noclone_on_cpu', '--alsologtostderr',
@@ -57,23 +66,31 @@ def test_trainer_train_job_field_by_field(tmp_path):
     assert container['command'] == ['python', '-m', 'trainer.train']
     assert container['args'] == train_args
     assert container['resources'] == {'requests': {'cpu': '4', 'memory': '16Gi'},
-                                      'limits': {'nvidia.com/gpu': 2}}
+                                      'limits': {'memory': '16Gi', 'nvidia.com/gpu': 2}}
   ps = _container(job, 'PS')
   assert ps['command'] == ['python', '-m', 'trainer.train']
   assert ps['args'] == [a for a in train_args if a not in ('--num_clones=2',
                                                             '--noclone_on_cpu')]
-  assert 'resources' not in ps  # the workers' CPU, memory and GPUs are theirs alone
-  evaluator = _container(job, 'Evaluator')
+  # The workers' CPU, memory and GPUs are theirs alone; the ps gets its defaults.
+  assert ps['resources'] == {'requests': {'cpu': '2', 'memory': '4Gi'},
+                             'limits': {'memory': '4Gi'}}
+  evaluator_job, = _LAST_EVALUATOR_JOB
+  evaluator = evaluator_job['spec']['template']['spec']['containers'][0]
   assert evaluator['command'] == ['python', '-m', 'trainer.eval']
+  # It stops after evaluating the step the training tasks stop at.
   assert evaluator['args'] == ['--pipeline_config_path=' + _CONFIG,
                                '--checkpoint_dir=gs://bucket/shapes/train',
-                               '--eval_dir=gs://bucket/shapes/train/eval', '--alsologtostderr']
-  assert 'resources' not in evaluator
-  for manifest_type in specs:
-    container = _container(job, manifest_type)
-    assert container['ports'] == [{'name': 'tfjob-port', 'containerPort': 2222}]
+                               '--eval_dir=gs://bucket/shapes/train/eval', '--alsologtostderr',
+                               '--num_train_steps=2000']
+  assert evaluator['resources'] == {'requests': {'cpu': '2', 'memory': '8Gi'},
+                                    'limits': {'memory': '8Gi'}}
+  assert 'ports' not in evaluator  # nothing connects to it
+  for container in [_container(job, t) for t in specs] + [evaluator]:
     assert container['env'] == [{'name': 'GOOGLE_APPLICATION_CREDENTIALS',
                                  'value': '/secrets/key.json'}]
+  for manifest_type in specs:
+    assert _container(job, manifest_type)['ports'] == [{'name': 'tfjob-port',
+                                                        'containerPort': 2222}]
 
   assert policy['apiVersion'] == 'networking.k8s.io/v1'
   assert policy['metadata'] == {'name': 'shapes-grpc', 'namespace': 'ml'}
@@ -87,26 +104,34 @@ def test_model_main_job_without_chief_and_gpus(tmp_path):
   job, _ = _write(tmp_path, program='trainer.model_main', output_dir='/mnt/shared/model',
                   pvc='models', chief=False, workers=3, ps=2, evaluator=True, port=2345)
   specs = job['spec']['tfReplicaSpecs']
-  assert list(specs) == ['Worker', 'PS', 'Evaluator']
+  assert list(specs) == ['Worker', 'PS']
   assert (specs['Worker']['replicas'], specs['PS']['replicas']) == (3, 2)
   args = ['--pipeline_config_path=' + _CONFIG, '--model_dir=/mnt/shared/model',
           '--alsologtostderr']
-  for manifest_type in specs:  # the evaluator is model_main's evaluator role
-    container = _container(job, manifest_type)
+  evaluator_job, = _LAST_EVALUATOR_JOB
+  pods = [specs[t]['template']['spec'] for t in specs] + [
+      evaluator_job['spec']['template']['spec']]
+  for pod in pods:  # the evaluator is model_main's evaluator role
+    container = pod['containers'][0]
     assert container['command'] == ['python', '-m', 'trainer.model_main']
     assert container['args'] == args
-    assert 'resources' not in container and 'env' not in container
-    assert container['ports'] == [{'name': 'tfjob-port', 'containerPort': 2345}]
     assert container['volumeMounts'] == [{'name': 'shared', 'mountPath': '/mnt/shared'}]
-    assert specs[manifest_type]['template']['spec']['volumes'] == [
-        {'name': 'shared', 'persistentVolumeClaim': {'claimName': 'models'}}]
+    assert pod['volumes'] == [{'name': 'shared',
+                               'persistentVolumeClaim': {'claimName': 'models'}}]
+  for pod in pods[:2]:
+    assert 'env' not in pod['containers'][0]  # the operator sets TF_CONFIG
+    assert pod['containers'][0]['ports'] == [{'name': 'tfjob-port', 'containerPort': 2345}]
+  # An evaluator outside the training cluster, as model_main's evaluator task expects.
+  assert pods[2]['containers'][0]['env'] == [{'name': 'TF_CONFIG', 'value': (
+      '{"cluster": {}, "environment": "cloud", "task": {"index": 0, "type": "evaluator"}}')}]
 
 
 @pytest.mark.parametrize('kwargs, message', [
     (dict(job_name='Shapes_1'), '--job_name: value must be a DNS-1035 label'),
     (dict(job_name='1shapes'), '--job_name: value must be a DNS-1035 label'),
-    (dict(job_name='s' * 52), "--job_name: value is too long for --kind=tfjob: it makes the "
-     "pod and service name 's+-evaluator-0' \\(64 characters, at most 63\\); shorten it by 1"),
+    (dict(job_name='s' * 48), "--job_name: value is too long for --kind=tfjob: it makes the "
+     "evaluator pod name 's+-evaluator-abcde' \\(64 characters, at most 63\\); shorten it by "
+     "1"),
     (dict(namespace='ML'), '--namespace: value must be a DNS label'),
     (dict(image=''), '--image: value is required'),
     (dict(pipeline_config_path=''), '--pipeline_config_path: value is required'),
@@ -134,7 +159,31 @@ def test_model_main_job_without_chief_and_gpus(tmp_path):
     (dict(resources={'ps': {'gpu': 1}}), '--resources: value of ps: gpu is a count >= 0 of '
      'the evaluator'),
     (dict(run_as_user=0), '--run_as_user: value must be a user id > 0'),
-    (dict(active_deadline_secs=0), '--active_deadline_secs: value must be > 0'),
+    (dict(active_deadline_secs=-1), r'--active_deadline_secs: value must be >= 0 \(0: no '
+     r'deadline\)'),
+    # Issue 47: storage TensorFlow cannot open, identity, volume group, limits, steps.
+    (dict(output_dir='s3://bucket/train'), '--train_dir: value uses s3://, which TensorFlow '
+     '2.21 cannot open .*tensorflow-io provides it.*import tensorflow_io.*'
+     '--extra_filesystems=s3.*or mount the storage as a ReadWriteMany volume'),
+    (dict(output_dir='hdfs://namenode/train'), '--train_dir: value uses hdfs://'),
+    (dict(output_dir='ram://train'), "--train_dir: value is in one process's memory"),
+    (dict(pipeline_config_path='s3://bucket/pipeline.config'),
+     '--pipeline_config_path: value uses s3://'),
+    (dict(output_dir='s3://bucket/train', extra_filesystems=('S3!',)),
+     '--extra_filesystems: value must list URL schemes'),
+    (dict(service_account='Trainer_SA'), '--service_account: value must be a ServiceAccount '
+     'name'),
+    (dict(fs_group=-1), '--fs_group: value must be a group id >= 0'),
+    (dict(memory='16Gi', memory_limit='8Gi'), '--memory_limit: value of chief: the memory '
+     'limit 8Gi is below the memory request 16Gi'),
+    (dict(resources={'ps': {'memory_limit': '1Gi'}}), '--resources: value of ps: the memory '
+     'limit 1Gi is below the memory request 4Gi'),
+    (dict(memory_limit='lots'), '--memory_limit: value must be a Kubernetes quantity'),
+    (dict(num_train_steps=-1), '--num_train_steps: value must be >= 0'),
+    (dict(num_train_steps=100, program_args=['--num_train_steps=200']),
+     '--num_train_steps: value differs from --num_train_steps=200 after "--"'),
+    (dict(evaluator_restart='never'), '--evaluator_restart: value must be one of alone, '
+     'whole_job'),
 ])
 def test_bad_options_name_the_flag(kwargs, message):
   base = dict(job_name='shapes', image='img', pipeline_config_path=_CONFIG,
@@ -159,8 +208,14 @@ def test_generated_manifest_reads_back_as_replica_specs(tmp_path):
   assert by_type['worker'].command == ['python', '-m', 'trainer.train',
                                        '--pipeline_config_path=' + _CONFIG,
                                        '--train_dir=/tmp/train', '--alsologtostderr']
+  # The evaluator comes from its own Job in the same file.
   assert by_type['evaluator'].command[:3] == ['python', '-m', 'trainer.eval']
   assert {s.restart_policy for s in job.specs} == {'OnFailure'}
+  # Under ExitCode, the evaluator Job has no FailJob rule: locally it restarts on failure.
+  path = tfjob.write_manifest(options._replace(restart_policy='ExitCode'), path)
+  by_type = {spec.replica_type: spec for spec in tfjob.read_tfjob(path).specs}
+  assert (by_type['worker'].restart_policy, by_type['evaluator'].restart_policy) == (
+      'ExitCode', 'OnFailure')
   assert tfjob.service_addresses(job) == {
       'chief': ['shapes-chief-0.ml.svc:2222'],
       'worker': ['shapes-worker-0.ml.svc:2222', 'shapes-worker-1.ml.svc:2222'],
@@ -261,6 +316,40 @@ def test_files_with_no_or_two_tfjobs_are_rejected(tmp_path):
   path.write_text('a: [b\n')
   with pytest.raises(ValueError, match='is not valid YAML'):
     tfjob.read_tfjob(str(path))
+
+
+
+def test_the_evaluator_is_a_job_beside_the_tfjob(tmp_path):
+  _write(tmp_path, namespace='ml', backoff_limit=4, ttl_secs_after_finished=600,
+         kueue_queue='team-a', program_args=['--num_train_steps=50'])
+  evaluator_job, = _LAST_EVALUATOR_JOB
+  assert (evaluator_job['apiVersion'], evaluator_job['kind']) == ('batch/v1', 'Job')
+  assert evaluator_job['metadata'] == {
+      'name': 'shapes-evaluator', 'namespace': 'ml',
+      'labels': {'app.kubernetes.io/part-of': 'shapes', 'app.kubernetes.io/component':
+                 'evaluator', 'kueue.x-k8s.io/queue-name': 'team-a'}}
+  spec = evaluator_job['spec']
+  # It outlives the TFJob's success and its failures stay its own.
+  assert (spec['backoffLimit'], spec['ttlSecondsAfterFinished']) == (4, 600)
+  assert spec['podFailurePolicy']['rules'] == [
+      {'action': 'Ignore', 'onPodConditions': [{'type': 'DisruptionTarget', 'status': 'True'}]}]
+  pod = spec['template']['spec']
+  assert pod['restartPolicy'] == 'Never'
+  assert pod['containers'][0]['args'][-1] == '--num_train_steps=50'
+  # Without an evaluator there is no Job.
+  _write(tmp_path, evaluator=False)
+  assert _LAST_EVALUATOR_JOB == []
+
+
+def test_the_reader_takes_the_evaluator_job_only_with_its_tfjob(tmp_path):
+  options = tfjob.job_options('shapes', 'img', _CONFIG, 'gs://b/t')
+  path = str(tmp_path / 'job.yaml')
+  documents = tfjob.manifests(options)
+  documents[2]['metadata']['labels']['app.kubernetes.io/part-of'] = 'other'
+  with open(path, 'w') as f:
+    yaml.safe_dump_all(documents, f)
+  assert sorted(s.replica_type for s in tfjob.read_tfjob(path).specs) == [
+      'chief', 'ps', 'worker']
 
 
 if __name__ == '__main__':
