@@ -38,7 +38,10 @@ is logged:
 
 * the checkpoint just evaluated has global step >= `num_steps` (the end of
   training, `train_config.num_steps`);
-* `eval_config.max_evals` checkpoints were evaluated (0 = no limit);
+* `eval_config.max_evals` checkpoints were evaluated (0 = no limit); with
+  `keep_final` (evaluate_from_configs, trainer.eval) and a known `num_steps`
+  it limits only the checkpoints before the final one, which is always
+  evaluated;
 * no new checkpoint appeared for `eval_timeout` seconds (the original
   evaluators waited forever).
 
@@ -332,8 +335,14 @@ def evaluate_checkpoint(eval_graph, checkpoint_path, eval_config, categories, wr
 
 def evaluate_with_result(create_input_dict_fn, create_model_fn, eval_config, categories,
                          checkpoint_dir, eval_dir, graph_hook_fn=None, num_steps=0,
-                         run_once=False, eval_timeout=None, session_config=None):
-  """Like `evaluate`, returning an EvalResult (metrics, step, stop reason, ...)."""
+                         run_once=False, eval_timeout=None, session_config=None,
+                         keep_final=False):
+  """Like `evaluate`, returning an EvalResult (metrics, step, stop reason, ...).
+
+  `keep_final=True` (what `evaluate_from_configs` and trainer.eval use): with a
+  known `num_steps`, eval_config.max_evals limits only the evaluations before
+  the final checkpoint, which is always evaluated (max_evals 1: that one alone).
+  """
   if not checkpoint_dir:
     raise ValueError('checkpoint_dir is empty: pass a checkpoint directory or prefix')
   if not eval_dir:
@@ -358,14 +367,15 @@ def evaluate_with_result(create_input_dict_fn, create_model_fn, eval_config, cat
   writer = summary_writer(eval_dir, eval_graph.graph if eval_config.save_graph else None)
   try:
     return _evaluation_loop(eval_graph, eval_config, categories, checkpoint_dir, writer,
-                            num_steps, single or run_once, eval_timeout, session_config)
+                            num_steps, single or run_once, eval_timeout, session_config,
+                            keep_final)
   finally:
     writer.close()
 
 
 def _evaluation_loop(eval_graph, eval_config, categories, checkpoint_dir, writer, num_steps,
-                     run_once, eval_timeout, session_config):
-  """Evaluates one or each new checkpoint; returns an EvalResult."""
+                     run_once, eval_timeout, session_config, keep_final=False):
+  """Evaluates one or each new checkpoint; returns an EvalResult (see `_follow`)."""
 
   def one(path):
     return evaluate_checkpoint(eval_graph, path, eval_config, categories, writer,
@@ -376,22 +386,50 @@ def _evaluation_loop(eval_graph, eval_config, categories, checkpoint_dir, writer
     metrics, step = one(path)
     return EvalResult(metrics, step, path, 1, STOP_RUN_ONCE)
 
-  def stop_reason(unused_path, metrics_and_step, count):
+  return _follow(one, eval_config, checkpoint_dir, num_steps, eval_timeout,
+                 keep_final and bool(num_steps))
+
+
+def _follow(one, eval_config, checkpoint_dir, num_steps, eval_timeout, keep_final):
+  """Evaluates each new checkpoint with `one(path)` until a stop; returns an EvalResult.
+
+  With `keep_final` (a known num_steps) max_evals caps only the checkpoints
+  before the final one: past max_evals - 1 of them the rest are skipped, so
+  the final checkpoint is always evaluated. Without it max_evals stops the loop.
+  """
+  evaluated = []  # (metrics, step, path) of each checkpoint evaluated
+  earlier_cap = eval_config.max_evals - 1 if keep_final and eval_config.max_evals else None
+
+  def evaluate_or_skip(path):
+    if earlier_cap is not None and len(evaluated) >= earlier_cap:
+      step = checkpoint_step(path)
+      if step < num_steps:
+        logging.info('skipping %s (step %d < num_steps %d): eval_config.max_evals=%d keeps '
+                     'its last evaluation for the final checkpoint', path, step, num_steps,
+                     eval_config.max_evals)
+        return None
+    metrics, step = one(path)
+    evaluated.append((metrics, step, path))
+    return metrics, step
+
+  def stop_reason(unused_path, metrics_and_step, unused_count):
+    if metrics_and_step is None:
+      return None
     step = metrics_and_step[1]
     if num_steps and step >= num_steps:
       logging.info('evaluated the final checkpoint (step %d >= num_steps %d); stopping',
                    step, num_steps)
       return STOP_FINAL_CHECKPOINT
-    if eval_config.max_evals and count >= eval_config.max_evals:
+    if not keep_final and eval_config.max_evals and len(evaluated) >= eval_config.max_evals:
       logging.info('evaluated max_evals=%d checkpoints; stopping', eval_config.max_evals)
       return STOP_MAX_EVALS
     return None
 
   outcome = checkpoints.follow_checkpoints(
-      checkpoint_dir, one, min_interval_secs=eval_config.eval_interval_secs,
+      checkpoint_dir, evaluate_or_skip, min_interval_secs=eval_config.eval_interval_secs,
       timeout=eval_timeout, stop_fn=stop_reason)
-  metrics, step = outcome.result or ({}, None)
-  return EvalResult(metrics, step, outcome.checkpoint_path, outcome.count, outcome.stop_reason)
+  metrics, step, path = evaluated[-1] if evaluated else ({}, None, None)
+  return EvalResult(metrics, step, path, len(evaluated), outcome.stop_reason)
 
 
 def evaluate(create_input_dict_fn, create_model_fn, eval_config, categories, checkpoint_dir,
@@ -444,7 +482,8 @@ def evaluate_from_configs(configs, checkpoint_dir, eval_dir, run_once=False, eva
   Args:
     configs: the dict of `config_util.get_configs_from_pipeline_file`.
     checkpoint_dir, eval_dir, run_once, eval_timeout, session_config: see
-      `evaluate`; the final step is `train_config.num_steps`. Moving averages
+      `evaluate`; the final step is `train_config.num_steps`, and max_evals
+      never stops the evaluation before it (`keep_final`). Moving averages
       are restored when eval_config.use_moving_averages or
       train_config.optimizer.use_moving_average is set (as the exporter does).
     eval_training_data: evaluate on the train input reader instead.
@@ -476,5 +515,5 @@ def evaluate_from_configs(configs, checkpoint_dir, eval_dir, run_once=False, eva
       create_input_dict_fn, create_model_fn, eval_config,
       categories_from_configs(configs), checkpoint_dir, eval_dir,
       num_steps=configs['train_config'].num_steps, run_once=run_once,
-      eval_timeout=eval_timeout, session_config=session_config)
+      eval_timeout=eval_timeout, session_config=session_config, keep_final=True)
   return result if return_result else result.metrics

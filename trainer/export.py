@@ -13,7 +13,9 @@ writes `/tmp/exported/saved_model/`, `/tmp/exported/pipeline.config`,
 image size of an `image_tensor` input; `--config_override` takes a text-format
 TrainEvalPipelineConfig merged over the file. See trainer/exporter.py.
 
-Bad flags exit with status 2 and a message naming the flag.
+Bad flags exit with status 2 and a message naming the flag; other failures
+exit 1, or 129 when they are known to pass (a storage hiccup such as EIO,
+see deployment/exit_codes.py).
 """
 
 import sys
@@ -25,6 +27,7 @@ from google.protobuf import text_format
 
 from core import config_util
 from core import variables_helper
+from deployment import exit_codes
 from protos import pipeline_pb2
 from trainer import exporter
 
@@ -155,4 +158,4 @@ def main(argv):
 
 if __name__ == '__main__':
   define_flags()
-  app.run(lambda argv: sys.exit(main(argv)))
+  app.run(exit_codes.main_with_exit_codes(lambda argv: sys.exit(main(argv)), 'trainer.export'))

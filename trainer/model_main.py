@@ -29,6 +29,13 @@ pipeline's `deploy_config.recovery_timeout_secs`, `termination_grace_secs` and
 `chief_timeout_secs` become the RunConfig's (RunConfig defaults: 300, 25 and
 300 s). See
 docs/fault_tolerance.md.
+
+Start and failures: the chief first checks that it can create and delete a
+file in `--model_dir` and exits 1 naming the path, its uid and the fix when it
+cannot. An uncaught failure exits by its class (deployment/exit_codes.py): 129
+for one known to pass (tf.errors Unavailable/DeadlineExceeded/Aborted, a
+storage EIO/ETIMEDOUT/ECONNRESET, a GPU that failed to initialise), 1 for
+the rest (a bad config or flag, a missing file, a NaN loss).
 """
 
 from absl import app
@@ -36,7 +43,9 @@ from absl import flags
 from core import logs as logging
 import tensorflow as tf
 
+from deployment import exit_codes
 from deployment import fault_tolerance
+from deployment import startup_checks
 import estimator as tfe
 from estimator import faults
 from trainer import model_lib
@@ -130,6 +139,12 @@ def main(unused_argv):
   _check_flags()
   tf.compat.v1.disable_eager_execution()
   config = tfe.RunConfig(model_dir=FLAGS.model_dir)
+  if config.is_chief and not FLAGS.checkpoint_dir and config.task_type != 'evaluator':
+    try:  # Before the graph is built: fail in seconds, not at the first save.
+      startup_checks.check_writable(FLAGS.model_dir, '--model_dir')
+    except startup_checks.NotWritableError as e:
+      logging.error('%s', e)
+      fault_tolerance.exit_process(exit_codes.PERMANENT)
   train_and_eval_dict = model_lib.create_estimator_and_inputs(
       run_config=config,
       hparams=model_lib.create_hparams(FLAGS.hparams_overrides),
@@ -168,4 +183,4 @@ def main(unused_argv):
 
 if __name__ == '__main__':
   define_flags()
-  app.run(main)
+  app.run(exit_codes.main_with_exit_codes(main, 'trainer.model_main'))

@@ -19,13 +19,18 @@ every few seconds, and exit 1 with a clear error after
 `deploy_config.startup_timeout_secs`. Chief/master/worker tasks train. When
 TF_CONFIG is present it wins over --master/--task/--worker_replicas/--ps_tasks
 (a conflict is logged). The chief copies the pipeline config to
-`train_dir/pipeline.config`. After SIGTERM the chief writes a checkpoint and
+`train_dir/pipeline.config`; before that, at start, it checks that it can
+create and delete a file in train_dir, and exits 1 naming the path, its uid
+and the fix when it cannot. After SIGTERM the chief writes a checkpoint and
 every task (ps included) exits 143 within `deploy_config.termination_grace_secs`;
 a NaN loss exits 1 naming the step. A lost ps makes the training tasks
 start a new session on the graph they built, and the chief restores what
 that ps held from its snapshot or the latest checkpoint (129 after
 `deploy_config.recovery_timeout_secs`); a sync replica missing for
-`deploy_config.replica_timeout_secs` makes every task exit 129. See
+`deploy_config.replica_timeout_secs` makes every task exit 129. Any other
+uncaught failure exits by its class (deployment/exit_codes.py): 129 for one
+known to pass (tf.errors Unavailable/DeadlineExceeded/Aborted, a storage
+EIO/ETIMEDOUT/ECONNRESET, a GPU that failed to initialise), 1 otherwise. See
 docs/fault_tolerance.md.
 """
 
@@ -48,6 +53,7 @@ from deployment import elastic
 from deployment import exit_codes
 from deployment import fault_runtime
 from deployment import fault_tolerance
+from deployment import startup_checks
 from deployment import sync_replicas
 from trainer import trainer
 from trainer import training_loop
@@ -139,6 +145,12 @@ def run(argv=None):
 
   master, task, worker_replicas, ps_tasks, worker_job_name, is_chief = (
       _resolve_cluster(cluster))
+  if is_chief:  # Before anything is built or waited for: fail in seconds, not at a save.
+    try:
+      startup_checks.check_writable(FLAGS.train_dir, '--train_dir')
+    except startup_checks.NotWritableError as e:
+      logging.error('%s', e)
+      return exit_codes.PERMANENT
   train_config = configs['train_config']
   session_config = trainer.session_config(train_config)
   elastic_job = cluster.is_distributed and bool(cluster.num_ps_tasks)
@@ -342,4 +354,4 @@ def main(argv):
 
 if __name__ == '__main__':
   define_flags()
-  app.run(main)
+  app.run(exit_codes.main_with_exit_codes(main, 'trainer.train'))
