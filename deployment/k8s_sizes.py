@@ -2,9 +2,9 @@
 
 A ps task holds its share of the model's variables plus what the optimizer
 keeps per variable (slots), the moving averages and, with sync replicas, one
-gradient accumulator per variable. The writer builds the model once in a
-throw-away graph to count those bytes, and gives the ps pods a memory
-request (and limit) with room for them twice over -- gradients arrive from
+gradient accumulator per variable. The writer has the model built once, in
+a child process (`python -m trainer.model_size`), to count those bytes, and
+gives the ps pods a memory request (and limit) with room for them twice over -- gradients arrive from
 every worker while the old values are still being read -- plus a fixed
 allowance for TensorFlow itself:
 
@@ -20,11 +20,13 @@ graph's variable ops as deploy's device chooser weighs them.
 """
 
 import math
+import os
+import subprocess
+import sys
+
+from google.protobuf import text_format
 
 from core import logs as logging
-import tensorflow as tf
-
-from deployment import device_setters
 
 # TensorFlow's own memory in a ps process (runtime, gRPC buffers), beyond the variables.
 PS_BASE_MIB = 1024
@@ -33,40 +35,26 @@ ROUND_MIB = 256
 # Extra copies of each variable kept by each optimizer (its slots).
 _OPTIMIZER_SLOTS = {'rms_prop_optimizer': 2, 'momentum_optimizer': 1, 'adam_optimizer': 2,
                     'sgd_optimizer': 0}
-# Square images of this size when the resizer names none (variables do not depend on it).
-_DEFAULT_IMAGE_SIZE = 320
-
-
-def _image_size(model_config):
-  """(height, width) the model's resizer produces, or a square default."""
-  model = getattr(model_config, model_config.WhichOneof('model'))
-  if not hasattr(model, 'image_resizer'):
-    return _DEFAULT_IMAGE_SIZE, _DEFAULT_IMAGE_SIZE
-  resizer = model.image_resizer
-  kind = resizer.WhichOneof('image_resizer_oneof')
-  if kind == 'fixed_shape_resizer':
-    return resizer.fixed_shape_resizer.height, resizer.fixed_shape_resizer.width
-  if kind == 'keep_aspect_ratio_resizer':
-    size = resizer.keep_aspect_ratio_resizer.min_dimension
-    return size, size
-  return _DEFAULT_IMAGE_SIZE, _DEFAULT_IMAGE_SIZE
 
 
 def variable_bytes(model_config):
   """Bytes of the variables the model of `model_config` creates for training.
 
-  Builds the model in a graph of its own (nothing is run).
+  Counted by `python -m trainer.model_size` in a child process: the model
+  code (builders/, models/) sits above deployment/, which does not import it.
+
+  Raises:
+    RuntimeError: when the child cannot build the model (its last error line).
   """
-  from builders import model_builder  # pylint: disable=import-outside-toplevel
-  graph = tf.Graph()
-  with graph.as_default():
-    model = model_builder.build(model_config, is_training=True, add_summaries=False)
-    height, width = _image_size(model_config)
-    images = tf.compat.v1.placeholder(tf.float32, [1, height, width, 3])
-    preprocessed, true_shapes = model.preprocess(images)
-    model.predict(preprocessed, true_shapes)
-  return sum(device_setters.variable_bytes(op.node_def) for op in graph.get_operations()
-             if device_setters.is_ps_op(op.type))
+  result = subprocess.run([sys.executable, '-m', 'trainer.model_size'],
+                          input=text_format.MessageToString(model_config),
+                          capture_output=True, text=True, check=False,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES=''))
+  lines = result.stdout.strip().splitlines()
+  if result.returncode or not lines:
+    errors = result.stderr.strip().splitlines() or ['exit %d' % result.returncode]
+    raise RuntimeError('trainer.model_size failed: %s' % errors[-1])
+  return int(lines[-1])
 
 
 def copies_per_variable(train_config):
