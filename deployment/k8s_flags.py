@@ -1,4 +1,6 @@
-"""The manifest writer's repeated flag values, parsed: --env, --node_selector, --toleration, --resources.
+"""The manifest writer's repeated flag values, parsed.
+
+--env, --node_selector, --toleration and --resources.
 
 Each parser turns the strings of one repeated flag into what `k8s_pods.JobOptions`
 takes, and names the flag and the item when one is malformed:

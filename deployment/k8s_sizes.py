@@ -2,11 +2,11 @@
 
 A ps task holds its share of the model's variables plus what the optimizer
 keeps per variable (slots), the moving averages and, with sync replicas, one
-gradient accumulator per variable. The writer has the model built once, in
-a child process (`python -m trainer.model_size`), to count those bytes, and
-gives the ps pods a memory request (and limit) with room for them twice over -- gradients arrive from
-every worker while the old values are still being read -- plus a fixed
-allowance for TensorFlow itself:
+gradient accumulator per variable. The writer has the model built once, in a
+child process (`python -m trainer.model_size`), to count those bytes, and
+gives the ps pods a memory request (and limit) with room for them twice over
+-- gradients arrive from every worker while the old values are still being
+read -- plus a fixed allowance for TensorFlow itself:
 
     configs = config_util.get_configs_from_pipeline_file('configs/ssd_shapes.config')
     k8s_sizes.variable_bytes(configs['model'])                    # 2341728

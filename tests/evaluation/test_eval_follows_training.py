@@ -2,8 +2,9 @@
 
 Two evaluators start first, before the train_dir exists (as the pods of a
 Kubernetes job do); `python -m trainer.train` then writes the checkpoint at
-step 2 (and one at step 0 when it starts) and exits, and a second trainer run resumes to step 4, the last
-(`--num_train_steps=4`, while the config says 1000). Both evaluators exit 0
+step 2 (and one at step 0 when it starts) and exits, and a second trainer
+run resumes to step 4, the last (`--num_train_steps=4`, while the config
+says 1000). Both evaluators exit 0
 after evaluating step 4, which appeared after a chief had exited. The one
 with the demo's `max_evals: 1` skips step 2 and evaluates only step 4; the
 one without a cap evaluates both.
