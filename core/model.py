@@ -22,6 +22,19 @@ import tensorflow as tf
 from core import standard_fields as fields
 
 
+def check_image_batch(inputs):
+  """Raises ValueError unless `inputs` is a rank-4 float image batch (what `preprocess` takes).
+
+  The detectors' `preprocess(inputs)` share this check, so a wrong input is
+  named the same way whichever meta-architecture receives it.
+  """
+  if inputs.dtype not in (tf.float32, tf.float16, tf.float64):
+    raise ValueError('preprocess expects a float image batch, got %s' % inputs.dtype)
+  if inputs.shape.ndims != 4:
+    raise ValueError('preprocess expects [batch, height, width, channels], got %s'
+                     % inputs.shape)
+
+
 class DetectionModel(abc.ABC):
   """What a detector offers the trainer, evaluator and exporter.
 

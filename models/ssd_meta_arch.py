@@ -287,11 +287,7 @@ class SSDMetaArch(model.DetectionModel):
     Raises:
       ValueError: if inputs is not a rank-4 float tensor.
     """
-    if inputs.dtype not in (tf.float32, tf.float16, tf.float64):
-      raise ValueError('preprocess expects a float image batch, got %s' % inputs.dtype)
-    if inputs.shape.ndims != 4:
-      raise ValueError('preprocess expects [batch, height, width, channels], got %s'
-                       % inputs.shape)
+    model.check_image_batch(inputs)
     with tf.compat.v1.name_scope('Preprocessor'):
       resized, true_image_shapes = self._image_resizer_fn(tf.cast(inputs, tf.float32))
       return self._feature_extractor.preprocess(resized), true_image_shapes

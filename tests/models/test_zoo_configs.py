@@ -88,19 +88,8 @@ def _small_configs(path, data, checkpoint):
     resizer.keep_aspect_ratio_resizer.max_dimension = size
   else:
     resizer.fixed_shape_resizer.height, resizer.fixed_shape_resizer.width = size, size
-  train_config = configs['train_config']
-  train_config.batch_size = 2
-  train_config.num_steps = 1
-  train_config.fine_tune_checkpoint = checkpoint
-  optimizer = train_config.optimizer
-  optimizer.ClearField('optimizer')
-  optimizer.momentum_optimizer.learning_rate.constant_learning_rate.learning_rate = 0.0
-  train_input = configs['train_input_config']
-  del train_input.tf_record_input_reader.input_path[:]
-  train_input.tf_record_input_reader.input_path.append(data['train_pattern'])
-  train_input.label_map_path = data['label_map_path']
-  return configs
-
+  configs['train_config'].batch_size = 2
+  return zoo_testlib.train_one_step_from(configs, data, checkpoint)
 
 
 @pytest.mark.parametrize('path', ZOO_CONFIGS, ids=[_name(p) for p in ZOO_CONFIGS])

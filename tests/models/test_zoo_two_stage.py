@@ -67,18 +67,7 @@ def _small_configs(path, data, checkpoint):
   frcnn.second_stage_batch_size = 8
   nms = frcnn.second_stage_post_processing.batch_non_max_suppression
   nms.max_detections_per_class = nms.max_total_detections = 8
-  train_config = configs['train_config']
-  train_config.num_steps = 1
-  train_config.fine_tune_checkpoint = checkpoint
-  train_config.optimizer.momentum_optimizer.learning_rate.ClearField('learning_rate')
-  train_config.optimizer.momentum_optimizer.learning_rate.constant_learning_rate.learning_rate = (
-      0.0)
-  train_input = configs['train_input_config']
-  del train_input.tf_record_input_reader.input_path[:]
-  train_input.tf_record_input_reader.input_path.append(data['train_pattern'])
-  train_input.label_map_path = data['label_map_path']
-  return configs
-
+  return zoo_testlib.train_one_step_from(configs, data, checkpoint)
 
 
 @pytest.mark.parametrize('path', TWO_STAGE_CONFIGS, ids=[_name(p) for p in TWO_STAGE_CONFIGS])

@@ -333,3 +333,28 @@ def train_with_legacy_trainer(configs, train_dir, num_clones=1):
       clone_on_cpu=True, ps_tasks=0, worker_job_name='worker', is_chief=True,
       train_dir=train_dir, session_config_override=session_config,
       deployment_options={'clone_devices': ['/device:CPU:%d' % i for i in range(num_clones)]})
+
+
+def train_one_step_from(configs, data, checkpoint):
+  """`configs` set to train one step at a zero learning rate from `checkpoint` on `data`.
+
+  Args:
+    configs: config_util's dict of a zoo config (changed in place).
+    data: create_shapes_tf_record.create_shapes_dataset's dict (train split).
+    checkpoint: the fine_tune_checkpoint prefix.
+
+  Returns:
+    `configs`. With the learning rate at zero the trained checkpoint shows
+    exactly what was restored.
+  """
+  train_config = configs['train_config']
+  train_config.num_steps = 1
+  train_config.fine_tune_checkpoint = checkpoint
+  optimizer = train_config.optimizer
+  optimizer.ClearField('optimizer')
+  optimizer.momentum_optimizer.learning_rate.constant_learning_rate.learning_rate = 0.0
+  train_input = configs['train_input_config']
+  del train_input.tf_record_input_reader.input_path[:]
+  train_input.tf_record_input_reader.input_path.append(data['train_pattern'])
+  train_input.label_map_path = data['label_map_path']
+  return configs
