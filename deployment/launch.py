@@ -84,7 +84,10 @@ Differs on purpose:
 * Under `ExitCode` a task exiting 143 is not restarted (the operator would):
   slimtrain's contract reads 143 as "preempted", a whole-job matter, so the
   job ends with 143 (deployment/exit_codes.is_retryable).
-* An evaluator that fails for good fails the job like any other task.
+* An evaluator's failure never fails the job (as on the cluster, where it
+  runs as a Job of its own): it restarts under its restart policy on a
+  budget of its own (--backoff_limit restarts of the evaluator alone, not
+  counted against the job's), after which training goes on without it.
 """
 
 import ctypes
@@ -440,6 +443,8 @@ class Launcher(launch_resize.ResizeMixin):
     elif code == 0 and task.key == self._success_key:
       self.log('%s exited with code 0: the job succeeded' % task.name)
       self._decide(0, stop_others=False)
+    elif code != 0 and task.spec.replica_type == 'evaluator':
+      self._on_evaluator_failure(task, code, policy)
     elif replicas_lib.should_restart(policy, code) and self.restarts < self._backoff_limit:
       self._schedule_restart(task, code)
     elif code == 0:
@@ -453,15 +458,34 @@ class Launcher(launch_resize.ResizeMixin):
                 'the job fails' % (task.name, code, policy))
       self._decide(code, stop_others=True)
 
-  def _schedule_restart(self, task, code):
+  def _schedule_restart(self, task, code, counts_for_job=True):
     delay = min(self._backoff_secs * 2 ** task.restarts, self._max_backoff_secs)
     task.restarts += 1
-    self.restarts += 1
     task.restart_at = time.monotonic() + delay
+    if not counts_for_job:
+      self.log('%s exited with code %d; restart policy %s: restarting in %.1fs '
+               '(restart %d of at most %d of this task)' % (
+                   task.name, code, task.spec.restart_policy, delay, task.restarts,
+                   self._backoff_limit))
+      return
+    self.restarts += 1
     self.log('%s exited with code %d; restart policy %s: restarting in %.1fs '
               '(restart %d of at most %d in the job)' % (
                   task.name, code, task.spec.restart_policy, delay, self.restarts,
                   self._backoff_limit))
+
+  def _on_evaluator_failure(self, task, code, policy):
+    """An evaluator's failure never fails the job: it restarts on a budget of its own.
+
+    As its own Job in a JobSet or beside a TFJob: up to --backoff_limit
+    restarts of the evaluator alone, then training goes on without it.
+    """
+    if replicas_lib.should_restart(policy, code) and task.restarts < self._backoff_limit:
+      self._schedule_restart(task, code, counts_for_job=False)
+      return
+    self.log('%s exited with code %d and is not restarted (policy %s, %d restart(s) '
+             'done): training goes on without it; an evaluator never fails the job'
+             % (task.name, code, policy, task.restarts))
 
   def _decide(self, exit_code, stop_others):
     """Fixes the job's outcome; stops the other tasks now or after the finish timeout."""

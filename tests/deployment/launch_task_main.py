@@ -73,6 +73,8 @@ def main():
   parser.add_argument('--wait_for', default='',
                       help='TASK=LINE;...: before finishing, wait until each TASK recorded '
                       'LINE (e.g. "chief:0=waiting": its SIGTERM handler is in place)')
+  parser.add_argument('--after_wait_secs', type=float, default=0.0,
+                      help='Seconds to sleep after the waits, before exiting.')
   parser.add_argument('--wait_for_exits', default='',
                       help='TASK=N: before finishing, wait (up to 120 s) until TASK '
                       'recorded N exits')
@@ -109,6 +111,8 @@ def main():
   for item in filter(None, args.wait_for.split(';')):
     other, line = item.split('=')
     _wait_for_lines(args.record_dir, other, 1, line)
+  # Lets the launcher see the exits waited for before this task's own.
+  time.sleep(args.after_wait_secs)
   codes = _codes_for(args.exit_codes, task)
   code = codes[attempt - 1] if attempt <= len(codes) else 0
   _record(args.record_dir, task, 'exit %d' % code)

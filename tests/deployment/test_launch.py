@@ -123,6 +123,23 @@ def test_permanent_exit_fails_the_job_and_stops_the_others(tmp_path):
     assert _records(tmp_path, task) == ['start', 'waiting', 'sigterm'], log
 
 
+def test_a_failing_evaluator_restarts_alone_and_never_fails_the_job(tmp_path):
+  args = ['--record_dir=%s' % tmp_path]
+  specs = _specs(tmp_path, exit_codes='evaluator:0=1,1,1',
+                 chief_args=['--wait_for_exits=evaluator:0=3', '--after_wait_secs=2']) + [
+      replicas.ReplicaSpec('evaluator', 1, _PROGRAM + args + ['--exit_codes=evaluator:0=1,1,1'],
+                           restart_policy='OnFailure')]
+  code, launcher, log = _run(specs, backoff_limit=2)
+  assert code == 0, log
+  # Two restarts on its own budget, then it is let go; the job's budget is untouched.
+  assert _records(tmp_path, 'evaluator:0') == ['start', 'exit 1'] * 3, log
+  assert launcher.restarts == 0
+  assert '(restart 2 of at most 2 of this task)' in log
+  assert ('evaluator:0 exited with code 1 and is not restarted (policy OnFailure, 2 '
+          'restart(s) done): training goes on without it') in log
+  assert '[launch] chief:0 exited with code 0: the job succeeded' in log
+
+
 def test_backoff_limit_counts_restarts_across_the_job(tmp_path):
   specs = _specs(tmp_path, workers=2, exit_codes='worker:0=129,129;worker:1=130,130,130',
                  until_sigterm='chief:0,ps:0', wait_for=_CHIEF_AND_PS_WAITING)
