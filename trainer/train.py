@@ -18,7 +18,8 @@ failed). Training tasks started before their ps tasks wait for them, logging
 every few seconds, and exit 1 with a clear error after
 `deploy_config.startup_timeout_secs`. Chief/master/worker tasks train. When
 TF_CONFIG is present it wins over --master/--task/--worker_replicas/--ps_tasks
-(a conflict is logged). The chief copies the pipeline config to
+(a conflict is logged); a grpc:// --master without TF_CONFIG is waited for the
+same way, and exits 129 when it stays unreachable. The chief copies the pipeline config to
 `train_dir/pipeline.config`; before that, at start, it checks that it can
 create and delete a file in train_dir, and exits 1 naming the path, its uid
 and the fix when it cannot. After SIGTERM the chief writes a checkpoint and
@@ -62,7 +63,8 @@ FLAGS = flags.FLAGS
 # Set when this worker left a running asynchronous job on SIGTERM: nothing of it is left
 # to save, so it exits without the interpreter's slow teardown (deployment/elastic.py).
 _left_the_job = []
-
+# A --master of this scheme is waited for before a session is opened on it.
+_GRPC = 'grpc://'
 
 def define_flags():
   """Defines the flags; called only when this module runs as the program.
@@ -151,6 +153,14 @@ def run(argv=None):
     except startup_checks.NotWritableError as e:
       logging.error('%s', e)
       return exit_codes.PERMANENT
+  if not cluster.is_distributed and master.startswith(_GRPC):
+    # A session on an unreachable target blocks forever; wait like for a peer.
+    try:
+      cluster_runtime.wait_for_tasks([master[len(_GRPC):]], deploy_config.startup_timeout_secs,
+                                     what='the --master')
+    except cluster_runtime.StartupTimeoutError as e:
+      logging.error('%s', e)
+      return exit_codes.RETRYABLE
   train_config = configs['train_config']
   session_config = trainer.session_config(train_config)
   elastic_job = cluster.is_distributed and bool(cluster.num_ps_tasks)

@@ -211,5 +211,21 @@ def test_user_errors_stay_permanent_for_real(config_path, tmp_path):
   assert '--num_clones' in proc.stderr
 
 
+def test_an_unreachable_master_exits_129_after_the_startup_timeout(tmp_path):
+  from core import config_util  # pylint: disable=import-outside-toplevel
+  from deployment import ports  # pylint: disable=import-outside-toplevel
+  data = create_shapes_tf_record.create_shapes_dataset(
+      str(tmp_path / 'data'), num_train=2, num_val=1, height=64, width=64, num_shards=1)
+  pipeline = model_lib_testlib.small_config(data, num_steps=2)
+  pipeline.deploy_config.startup_timeout_secs = 2
+  config = config_util.save_pipeline_config(pipeline, str(tmp_path))
+  closed = ports.pick_unused_ports(1)[0]
+  proc = _run(['trainer.train', '--pipeline_config_path=' + config,
+               '--train_dir=%s' % (tmp_path / 'train'), '--master=grpc://127.0.0.1:%d' % closed])
+  # Before: the session waited on the target forever.
+  assert proc.returncode == exit_codes.RETRYABLE, proc.stderr[-3000:]
+  assert 'the --master 127.0.0.1:%d still unreachable' % closed in proc.stderr
+
+
 if __name__ == '__main__':
   sys.exit(pytest.main([__file__, '-q']))
