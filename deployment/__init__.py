@@ -15,7 +15,9 @@ Map:
 * `cluster.py`: TF_CONFIG -> `ClusterConfig` (cluster spec, task, chief,
   server); `cluster_check.py`: at startup every task checks that its cluster
   is the chief's (published on the chief's server); `exit_codes.py`: what
-  each process exit status means.
+  each process exit status means and which failures are retryable
+  (`classify`, `main_with_exit_codes` around every command line);
+  `startup_checks.py`: the chief's check that it can write its directory.
 * `cluster_runtime.py`: what a cluster task does besides training: wait for
   the ps tasks and the chief at startup, the ps serving loop, and the one
   "training done" signal both workflows (`trainer.train`, the Estimator's
@@ -28,8 +30,9 @@ Map:
 * `launch.py`: `python -m deployment.launch`, a whole cluster as local
   processes (restart policies, merged log, SIGTERM forwarding), also from a
   TFJob or JobSet manifest; `tfjob.py`: writes Kubernetes manifests (TFJob,
-  or a JobSet from `jobset.py`, both around the pods of `k8s_pods.py`) and
-  reads TFJobs;
+  or a JobSet from `jobset.py`, both around the pods of `k8s_pods.py`, with
+  the repeated flags parsed by `k8s_flags.py` and the ps memory and steps a
+  readable config gives from `k8s_sizes.py`) and reads TFJobs;
   `launch_resize.py`: the launcher adds (SIGUSR1) and removes (SIGUSR2)
   workers of a running job;
   `replicas.py`: replica types, restart policies, the operator's TF_CONFIG;

@@ -21,7 +21,11 @@ Map:
 * Export: `exporter.py` (`export_inference_graph`), `export.py` (command line).
 * Estimator workflow: `model_lib.py`, `model_main.py` (command line), on the
   top-level `estimator/` package (`import estimator as tfe`).
-* `demo.py`: `make demo`, a small detector trained, evaluated and exported.
+* `demo.py`: `make demo`, a small detector trained, evaluated and exported;
+  `demo_zoo.py`: `make demo-zoo`, a zoo SSD fine-tuned from a zoo-layout
+  checkpoint.
+* `model_size.py`: `python -m trainer.model_size`, a model's variable bytes
+  (the Kubernetes writer sizes the ps pods with it).
 
 `trainer.estimator` is the estimator package's old address (it lived here
 until issue 25 D). `from trainer import estimator as tfe`,
