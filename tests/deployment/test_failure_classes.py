@@ -25,6 +25,9 @@ from tools import create_shapes_tf_record
 
 tf.compat.v1.disable_eager_execution()
 
+# Whole backbones' graphs or real processes: tens of seconds.
+pytestmark = pytest.mark.slow
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _PR_CAPBSET_DROP = 24
 _CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH = 1, 2

@@ -23,6 +23,9 @@ from tests.evaluation import eval_testlib
 
 tf.compat.v1.disable_eager_execution()
 
+# Whole backbones' graphs or real processes: tens of seconds.
+pytestmark = pytest.mark.slow
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MAP50 = 'DetectionBoxes_Precision/mAP@.50IOU'
 

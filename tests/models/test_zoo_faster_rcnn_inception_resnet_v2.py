@@ -22,6 +22,9 @@ from tests.models import zoo_testlib
 
 tf.compat.v1.disable_eager_execution()
 
+# Whole backbones' graphs or real processes: tens of seconds.
+pytestmark = pytest.mark.slow
+
 FIRST, SECOND = 'FirstStageFeatureExtractor', 'SecondStageFeatureExtractor'
 CONFIGS = [name for name in zoo_testlib.sample_config_names()
            if 'inception_resnet_v2' in name and name.startswith(('faster_rcnn', 'mask_rcnn'))]

@@ -21,6 +21,9 @@ from tests.models import zoo_testlib
 
 tf.compat.v1.disable_eager_execution()
 
+# Whole backbones' graphs or real processes: tens of seconds.
+pytestmark = pytest.mark.slow
+
 FIRST = 'FirstStageFeatureExtractor'
 SECOND = 'SecondStageFeatureExtractor'
 
