@@ -140,3 +140,15 @@ def run(fetches, feed_dict=None):
   with tf.compat.v1.Session() as sess:
     sess.run(tf.compat.v1.global_variables_initializer())
     return sess.run(fetches, feed_dict)
+
+
+def train_graph(model, images, masks=False):
+  """Preprocess, one groundtruth box (and mask) per image, predict and loss.
+
+  Returns:
+    (prediction dict, loss dict, true_image_shapes).
+  """
+  preprocessed, shapes = model.preprocess(tf.constant(images))
+  provide_one_box_each(model, batch=images.shape[0], masks=masks, size=images.shape[1])
+  predictions = model.predict(preprocessed, shapes)
+  return predictions, model.loss(predictions, shapes), shapes

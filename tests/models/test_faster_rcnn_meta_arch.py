@@ -30,13 +30,7 @@ build_model = faster_rcnn_testlib.build_model
 image_batch = faster_rcnn_testlib.image_batch
 provide_one_box_each = faster_rcnn_testlib.provide_one_box_each
 run = faster_rcnn_testlib.run
-
-
-def _train_graph(model, images, masks=False):
-  preprocessed, shapes = model.preprocess(tf.constant(images))
-  provide_one_box_each(model, batch=images.shape[0], masks=masks, size=images.shape[1])
-  predictions = model.predict(preprocessed, shapes)
-  return predictions, model.loss(predictions, shapes), shapes
+_train_graph = faster_rcnn_testlib.train_graph
 
 
 class FasterRCNNMetaArchTest(tf.test.TestCase):

@@ -66,11 +66,7 @@ def build_model(is_training, number_of_stages=2, num_classes=NUM_CLASSES, extrac
       hard_example_miner=None)
 
 
-def train_graph(model, images):
-  preprocessed, shapes = model.preprocess(tf.constant(images))
-  faster_rcnn_test.provide_one_box_each(model, batch=images.shape[0])
-  predictions = model.predict(preprocessed, shapes)
-  return predictions, model.loss(predictions, shapes), shapes
+train_graph = faster_rcnn_test.train_graph
 
 
 class RFCNMetaArchTest(tf.test.TestCase):
